@@ -1,0 +1,74 @@
+"""First start: seed system rows, the ``default`` auth policy and the default admin.
+
+Idempotent: every later start finds what the first one wrote and changes nothing. The admin's password is taken
+from the settings; when none is given a random one is generated, printed once and written to
+``<data-dir>/admin-credentials`` with mode 0600.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from controller.crud import create_row
+from controller.passwords import hash_password
+from controller.resources.context import WriteContext
+from controller.resources.sessions import DEFAULT_AUTH_POLICY
+from controller.root import Controller
+
+__all__ = ["BootstrapResult", "bootstrap"]
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapResult:
+    """What the first start created (``generated_password`` only when it made one up)."""
+
+    created_admin: bool
+    username: str
+    generated_password: str | None
+
+
+def _write_credentials(path: Path, username: str, password: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"username={username}\npassword={password}\n")
+
+
+async def bootstrap(controller: Controller) -> BootstrapResult:
+    """Create what a new database needs; a no-op on a database that has it."""
+    settings = controller.settings
+    password = settings.admin_password
+    generated = None
+    if password is None:
+        generated = password = secrets.token_urlsafe(18)
+    password_hash = hash_password(password)
+    registry = controller.registry
+
+    def seed(ctx: WriteContext) -> bool:
+        for resource in registry.resources.values():
+            for row in resource.seed:
+                if not ctx.txn.exists(resource.kind, row["id"]):
+                    ctx.txn.put(resource.kind, {"createdAt": "1970-01-01T00:00:00.000Z",
+                                                "updatedAt": "1970-01-01T00:00:00.000Z", "tags": {},
+                                                "isSystem": True, **row})
+        if not ctx.txn.exists("auth-policies", "default"):
+            policy = create_row(ctx, registry["auth-policies"], DEFAULT_AUTH_POLICY, None, row_id="default")
+            ctx.txn.put("auth-policies", {**policy, "isSystem": True})
+        if ctx.txn.meta("defaultAdminId") is not None:
+            return False
+        admin = create_row(ctx, registry["identities"],
+                           {"name": "Default Admin", "type": "Default", "isAdmin": True}, None)
+        ctx.txn.put("identities", {**admin, "isDefaultAdmin": True})
+        body: dict[str, Any] = {"identityId": admin["id"], "method": "updb", "username": settings.admin_username,
+                                "_passwordHash": password_hash}
+        create_row(ctx, registry["authenticators"], body, None)
+        ctx.txn.set_meta("defaultAdminId", admin["id"])
+        return True
+
+    created = await controller.domain.write(seed)
+    if created and generated is not None:
+        _write_credentials(settings.data_dir / "admin-credentials", settings.admin_username, generated)
+    return BootstrapResult(created, settings.admin_username, generated if created else None)

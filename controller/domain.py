@@ -1,0 +1,148 @@
+"""The domain facade the web layer calls: reads on a snapshot, writes through the group-commit writer.
+
+Request handlers never touch storage directly. A write is a synchronous function of a :class:`WriteContext`; it runs
+in the writer's transaction and its recorded changes are published to subscribers after the commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from controller.clock import Clock
+from controller.crud import create_row, delete_row, replace_row
+from controller.errors import not_found
+from controller.listing import NO_LIMIT, ListParams, Page, compile_query, list_rows, page_values
+from controller.present import present
+from controller.registry import Registry
+from controller.resources.context import Change, ReadContext, WriteContext
+from controller.resources.spec import Mode, Resource
+from controller.validation import validate_body
+from controller.writer import Writer
+from storage.query import FieldType, Symbol
+from storage.store import Store, WriteTxn
+
+__all__ = ["Domain"]
+
+T = TypeVar("T")
+ChangeListener = Callable[[list[Change]], None]
+_ATTRIBUTE_SYMBOLS = {"id": Symbol(FieldType.STRING)}
+
+
+class Domain:
+    """Generic resource operations over one store."""
+
+    def __init__(self, store: Store, writer: Writer, registry: Registry, clock: Clock) -> None:
+        self.store = store
+        self.writer = writer
+        self.registry = registry
+        self.clock = clock
+        self._listeners: list[ChangeListener] = []
+
+    def subscribe(self, listener: ChangeListener) -> None:
+        """Call ``listener`` with the changes of every committed write (on the Trio thread, after commit)."""
+        self._listeners.append(listener)
+
+    @contextmanager
+    def read(self) -> Iterator[ReadContext]:
+        """A read snapshot; never hold it across an ``await``."""
+        with self.store.read() as txn:
+            yield ReadContext(txn, self.registry, self.clock.now())
+
+    async def write(self, fn: Callable[[WriteContext], T]) -> T:
+        """Run ``fn`` in the next group commit and return its result once it is durable."""
+        now = self.clock.now()
+        changes: list[Change] = []
+
+        def mutation(txn: WriteTxn) -> T:
+            ctx = WriteContext(txn, self.registry, now)
+            result = fn(ctx)
+            changes.extend(ctx.changes)
+            return result
+
+        result = await self.writer.submit(mutation)
+        if changes:
+            for listener in self._listeners:
+                listener(changes)
+        return result
+
+    # Generic resource operations -----------------------------------------------------------------------------
+
+    def list_page(self, kind: str, params: ListParams,
+             candidates: Iterable[str] | None = None) -> tuple[list[Any], dict[str, Any]]:
+        resource = self.registry[kind]
+        with self.read() as ctx:
+            page: Page = list_rows(ctx, resource, params, candidates)
+            return [present(ctx, resource, row) for row in page.rows], page.meta
+
+    def detail(self, kind: str, row_id: str) -> dict[str, Any]:
+        resource = self.registry[kind]
+        with self.read() as ctx:
+            row = ctx.txn.get(kind, row_id)
+            if row is None:
+                raise not_found(resource.singular, row_id)
+            return present(ctx, resource, row)
+
+    def exists(self, kind: str, row_id: str) -> bool:
+        with self.store.read() as txn:
+            return txn.exists(kind, row_id)
+
+    async def create(self, kind: str, body: Any) -> dict[str, Any]:
+        resource = self.registry[kind]
+        body = _prepared(resource, body, Mode.CREATE)
+        variant = validate_body(resource, body, Mode.CREATE)
+        clean = _normalized(resource, body, Mode.CREATE)
+        row = await self.write(lambda ctx: create_row(ctx, resource, clean, variant))
+        with self.read() as ctx:
+            return present(ctx, resource, row)
+
+    async def replace(self, kind: str, row_id: str, body: Any, mode: Mode) -> None:
+        resource = self.registry[kind]
+        stored_variant = None
+        if resource.variants is not None:
+            with self.store.read() as txn:
+                old = txn.get(kind, row_id)
+            if old is None:
+                raise not_found(resource.singular, row_id)
+            stored_variant = old.get(resource.variants.discriminator)
+        body = _prepared(resource, body, mode)
+        variant = validate_body(resource, body, mode, stored_variant)
+        clean = _normalized(resource, body, mode)
+        await self.write(lambda ctx: replace_row(ctx, resource, row_id, clean, mode, variant))
+
+    async def delete(self, kind: str, row_id: str) -> None:
+        resource = self.registry[kind]
+        await self.write(lambda ctx: delete_row(ctx, resource, row_id))
+
+    def role_attributes(self, kind: str, filter_text: str | None) -> tuple[list[str], dict[str, Any]]:
+        """Role attributes in use by ``kind``, sorted, filtered on the symbol ``id`` (the attribute itself)."""
+        query = compile_query(filter_text, _ATTRIBUTE_SYMBOLS)
+        with self.store.read() as txn:
+            values = txn.set_elements(kind, "roleAttributes")
+        matched = [v for v in values if query.predicate({"id": v})]
+        if query.sort and query.sort[0].descending:
+            matched.reverse()
+        # The reference ignores limit/offset query parameters here; only a limit inside the filter applies.
+        limit, offset = page_values(query.limit, query.skip, ListParams())
+        if query.limit is None:
+            limit = -1
+        window = matched[offset:] if limit == -1 else matched[offset:offset + limit]
+        meta = {"filterableFields": ["id"], "pagination": {"limit": NO_LIMIT if limit == -1 else limit,
+                                                          "offset": offset, "totalCount": len(matched)}}
+        return window, meta
+
+
+def _prepared(resource: Resource, body: Any, mode: Mode) -> Any:
+    """Drop internal keys a client may not set, then apply the kind's accepted spellings."""
+    if not isinstance(body, dict):
+        return body
+    clean = {k: v for k, v in body.items() if not k.startswith("_")}
+    return resource.hooks.prepare(clean, mode) if resource.hooks.prepare is not None else clean
+
+
+def _normalized(resource: Resource, body: dict[str, Any], mode: Mode) -> dict[str, Any]:
+    if resource.hooks.normalize is None:
+        return body
+    return resource.hooks.normalize(dict(body), mode)
+

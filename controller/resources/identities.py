@@ -1,0 +1,115 @@
+"""Identities and identity types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.errors import ApiError, FieldError
+from controller.present import entity_ref
+from controller.resources.context import ReadContext, WriteContext
+from controller.resources.fields import (
+    ATTRIBUTES,
+    NAME,
+    REQUIRED_CU,
+    bool_field,
+    int_field,
+    object_field,
+    string_field,
+)
+from controller.resources.spec import Field, Hooks, Mode, Resource
+from storage.query import FieldType
+
+__all__ = ["IDENTITIES", "IDENTITY_TYPES", "identity_disabled"]
+
+TYPES = ("User", "Device", "Service", "Router", "Default")
+PRECEDENCES = ["default", "required", "failed"]
+
+
+def identity_disabled(row: Mapping[str, Any], now_iso: str) -> bool:
+    """Disabled while ``disabledAt`` is set and ``disabledUntil`` is null (indefinite) or still ahead."""
+    if not row.get("disabledAt"):
+        return False
+    until = row.get("disabledUntil")
+    return until is None or until > now_iso
+
+
+def _validate(ctx: WriteContext, row: dict[str, Any], old: Mapping[str, Any] | None, mode: Mode) -> None:
+    if not row.get("authPolicyId"):
+        row["authPolicyId"] = "default"
+        if not ctx.txn.exists("auth-policies", "default"):
+            raise FieldError("authPolicyId", "auth policy not found", "default")
+    if row.get("externalId") == "":
+        row["externalId"] = None
+    if old is not None and old.get("isDefaultAdmin"):
+        # The default admin stays an admin: losing it would lock every operator out.
+        row["isDefaultAdmin"] = True
+        row["isAdmin"] = True
+
+
+def _before_delete(ctx: WriteContext, row: Mapping[str, Any]) -> None:
+    if row.get("isDefaultAdmin"):
+        raise ApiError("ENTITY_CAN_NOT_BE_DELETED")
+
+
+def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
+    from controller.clock import format_time
+
+    out["typeId"] = row.get("type", "Default")
+    out["type"] = entity_ref(ctx, "identity-types", out["typeId"])
+    out["disabled"] = identity_disabled(row, format_time(ctx.now))
+    out.setdefault("disabledAt", None)
+    out.setdefault("disabledUntil", None)
+    authenticators: dict[str, Any] = {}
+    for auth_id in ctx.txn.ids_by_ref("authenticators", "identityId", row["id"]):
+        auth = ctx.txn.get("authenticators", auth_id)
+        if auth is not None and auth.get("method") == "updb":
+            authenticators["updb"] = {"id": auth_id, "username": auth.get("username")}
+    out["authenticators"] = authenticators
+    out["hasApiSession"] = bool(ctx.txn.ids_by_ref("api-sessions", "identityId", row["id"]))
+    out["isMfaEnabled"] = bool((ctx.txn.get("mfa", row["id"]) or {}).get("isVerified"))
+    out.setdefault("enrollment", {})
+    out.setdefault("envInfo", {})
+    out.setdefault("sdkInfo", {})
+    out["hasEdgeRouterConnection"] = False
+    out["hasRouterConnection"] = False
+
+
+IDENTITIES = Resource(
+    kind="identities", singular="identity", op_name="Identity", op_plural="Identities", tag="Identity",
+    body_name="identity",
+    fields=(
+        NAME,
+        Field("type", {"type": "string", "enum": list(TYPES)}, required=REQUIRED_CU, default="Default",
+              filter=FieldType.STRING),
+        bool_field("isAdmin", required=REQUIRED_CU, default=False),
+        bool_field("isDefaultAdmin", writable=frozenset(), default=False),
+        string_field("authPolicyId", nullable=True, default="default", ref="auth-policies", ref_name="authPolicy"),
+        string_field("externalId", nullable=True, unique=True, default=None),
+        int_field("defaultHostingCost", minimum=0, maximum=65535, default=0),
+        Field("defaultHostingPrecedence", {"type": "string", "enum": PRECEDENCES}, default="default"),
+        object_field("serviceHostingCosts", {"type": "object", "additionalProperties":
+                                             {"type": "integer", "minimum": 0, "maximum": 65535}}, default=dict),
+        object_field("serviceHostingPrecedences", {"type": "object", "additionalProperties":
+                                                   {"type": "string", "enum": PRECEDENCES}}, default=dict),
+        ATTRIBUTES,
+        object_field("appData", nullable=True, default=dict),
+        object_field("enrollment", {"type": "object", "properties": {
+            "ott": {"type": "boolean"}, "ottca": {"type": "string"}, "updb": {"type": "string"}}},
+            writable=frozenset({Mode.CREATE}), stored=False),
+        string_field("disabledAt", writable=frozenset(), default=None, filterable=False),
+        string_field("disabledUntil", writable=frozenset(), default=None, filterable=False),
+    ),
+    role_attributes_path="identity-role-attributes",
+    role_filter=True,
+    hooks=Hooks(validate=_validate, before_delete=_before_delete, present=_present),
+)
+
+IDENTITY_TYPES = Resource(
+    kind="identity-types", singular="identityType", op_name="IdentityType", op_plural="IdentityTypes",
+    tag="Identity", body_name="identityType",
+    fields=(string_field("name"),),
+    operations=frozenset({"list", "detail"}),
+    admin_only=False,
+    seed=tuple({"id": t, "name": t} for t in TYPES),
+)

@@ -1,0 +1,134 @@
+"""Posture checks (six types on the ``typeId`` discriminator) and posture check types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from controller.resources.context import ReadContext, WriteContext
+from controller.resources.fields import ATTRIBUTES, NAME, bool_field, int_field, string_field
+from controller.resources.spec import Field, Hooks, Mode, Resource, Variant, Variants
+
+__all__ = ["POSTURE_CHECKS", "POSTURE_CHECK_TYPES", "TYPE_NAMES"]
+
+OS_TYPES = ["Windows", "WindowsServer", "Android", "iOS", "Linux", "macOS"]
+_OS_BY_LOWER = {name.lower(): name for name in OS_TYPES}
+_OS_TYPE = {"type": "string", "enum": OS_TYPES}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+TYPE_NAMES = {
+    "OS": "Operating System Check",
+    "PROCESS": "Process Check",
+    "DOMAIN": "Windows Domain Check",
+    "MAC": "MAC Address Check",
+    "MFA": "MFA Check",
+    "PROCESS_MULTI": "Process Multi Check",
+}
+
+_OPERATING_SYSTEMS = {
+    "type": "array", "minItems": 1,
+    "items": {"type": "object", "required": ["type", "versions"],
+              "properties": {"type": _OS_TYPE, "versions": _STRINGS}},
+}
+_PROCESS = {
+    "type": "object", "required": ["osType", "path"],
+    "properties": {"osType": _OS_TYPE, "path": {"type": "string"}, "hashes": _STRINGS,
+                   "signerFingerprint": {"type": "string"}},
+}
+_PROCESS_MULTI = {
+    "type": "array", "minItems": 1,
+    "items": {"type": "object", "required": ["osType", "path"],
+              "properties": {"osType": _OS_TYPE, "path": {"type": "string"}, "hashes": _STRINGS,
+                             "signerFingerprints": _STRINGS}},
+}
+_REQUIRED_CU = frozenset({Mode.CREATE, Mode.UPDATE})
+
+VARIANTS = Variants("typeId", (
+    Variant("OS", (Field("operatingSystems", _OPERATING_SYSTEMS, required=_REQUIRED_CU),)),
+    Variant("MAC", (Field("macAddresses", {**_STRINGS, "minItems": 1}, required=_REQUIRED_CU),)),
+    Variant("DOMAIN", (Field("domains", {**_STRINGS, "minItems": 1}, required=_REQUIRED_CU),)),
+    Variant("PROCESS", (Field("process", _PROCESS, required=_REQUIRED_CU),)),
+    Variant("PROCESS_MULTI", (
+        Field("semantic", {"type": "string", "enum": ["AllOf", "AnyOf"]}, required=_REQUIRED_CU),
+        Field("processes", _PROCESS_MULTI, required=_REQUIRED_CU),
+    )),
+    Variant("MFA", (
+        int_field("timeoutSeconds", default=-1, filterable=False),
+        bool_field("promptOnWake", default=False),
+        bool_field("promptOnUnlock", default=False),
+        bool_field("ignoreLegacyEndpoints", default=False, filterable=False),
+    )),
+))
+
+
+def _canonical_os(value: Any) -> Any:
+    return _OS_BY_LOWER.get(value.lower(), value) if isinstance(value, str) else value
+
+
+def _prepare(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
+    """Accept the admin guide's spellings and upper-case OS names; store the reference spelling."""
+    type_id = body.get("typeId")
+    if type_id == "DOMAIN" and "domains" not in body and "macAddresses" in body:
+        body["domains"] = body.pop("macAddresses")
+    if body.get("semantic") == "OneOf":
+        body["semantic"] = "AnyOf"
+    for entry in body.get("operatingSystems") or []:
+        if isinstance(entry, dict):
+            entry["type"] = _canonical_os(entry.get("type"))
+    processes = list(body.get("processes") or [])
+    if isinstance(body.get("process"), dict):
+        processes.append(body["process"])
+    for process in processes:
+        if isinstance(process, dict):
+            if "osType" not in process and "os" in process:
+                process["osType"] = process.pop("os")
+            process["osType"] = _canonical_os(process.get("osType"))
+    return body
+
+
+def _normalize(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
+    from controller.posture.normalize import normalize_check
+
+    type_id = body.get("typeId")
+    if type_id is None:
+        return body
+    return normalize_check(body, str(type_id), partial=mode is Mode.PATCH)
+
+
+def _validate(ctx: WriteContext, row: dict[str, Any], old: Mapping[str, Any] | None, mode: Mode) -> None:
+    row["version"] = 1
+    if old is not None and old.get("typeId") != row.get("typeId"):
+        # A check keeps its type: switching would leave the old type's fields behind.
+        previous = VARIANTS.get(old.get("typeId"))
+        for f in previous.fields if previous is not None else ():
+            row.pop(f.name, None)
+
+
+def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
+    out.setdefault("version", 1)
+    out["isSystem"] = False
+
+
+POSTURE_CHECKS = Resource(
+    kind="posture-checks", singular="postureCheck", op_name="PostureCheck", op_plural="PostureChecks",
+    tag="Posture Checks", body_name="postureCheck",
+    fields=(
+        NAME,
+        replace(ATTRIBUTES, filter=None),  # the reference does not filter checks by attributes; roleFilter does
+    ),
+    variants=VARIANTS,
+    role_attributes_path="posture-check-role-attributes",
+    role_filter=True,
+    hooks=Hooks(prepare=_prepare, normalize=_normalize, validate=_validate, present=_present),
+)
+
+POSTURE_CHECK_TYPES = Resource(
+    kind="posture-check-types", singular="postureCheckType", op_name="PostureCheckType",
+    op_plural="PostureCheckTypes", tag="Posture Checks", body_name="postureCheckType",
+    fields=(string_field("name"), Field("operatingSystems", {"type": "array"}, writable=frozenset())),
+    operations=frozenset({"list", "detail"}),
+    admin_only=False,
+    seed=tuple({"id": type_id, "name": name, "operatingSystems": [], "version": 1}
+               for type_id, name in TYPE_NAMES.items()),
+)

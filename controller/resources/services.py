@@ -1,0 +1,68 @@
+"""Services and service policies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.resources.context import ReadContext
+from controller.resources.fields import (
+    ATTRIBUTES,
+    NAME,
+    REQUIRED_CU,
+    SEMANTIC,
+    bool_field,
+    int_field,
+    role_field,
+    string_field,
+    string_list,
+)
+from controller.resources.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from storage.query import FieldType, Symbol
+
+__all__ = ["SERVICES", "SERVICE_POLICIES"]
+
+
+def _service_present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
+    out.setdefault("config", {})
+    out.setdefault("permissions", [])
+    out.setdefault("postureQueries", [])
+
+
+SERVICES = Resource(
+    kind="services", singular="service", op_name="Service", op_plural="Services", tag="Service",
+    body_name="service",
+    fields=(
+        NAME,
+        bool_field("encryptionRequired", required=frozenset({Mode.CREATE}), writable=CREATE_ONLY, default=True),
+        int_field("maxIdleTimeMillis", default=0),
+        string_list("configs", default=list),
+        ATTRIBUTES,
+        string_field("terminatorStrategy", default="smartrouting"),
+    ),
+    role_attributes_path="service-role-attributes",
+    role_filter=True,
+    hooks=Hooks(present=_service_present),
+)
+
+_POLICY_TYPE_NUMBERS = {"Dial": 1, "Bind": 2}
+
+
+def _type_number(row: Mapping[str, Any]) -> int:
+    # The reference filters policy type as an integer (Dial=1, Bind=2).
+    return _POLICY_TYPE_NUMBERS.get(str(row.get("type")), 0)
+
+
+SERVICE_POLICIES = Resource(
+    kind="service-policies", singular="servicePolicy", op_name="ServicePolicy", op_plural="ServicePolicies",
+    tag="Service Policy", body_name="policy",
+    fields=(
+        NAME,
+        Field("type", {"type": "string", "enum": ["Dial", "Bind"]}, required=REQUIRED_CU),
+        SEMANTIC,
+        role_field("identityRoles", "identities"),
+        role_field("serviceRoles", "services"),
+        role_field("postureCheckRoles", "posture-checks"),
+    ),
+    extra_filter_fields={"type": Symbol(FieldType.NUMBER, getter=_type_number)},
+)

@@ -1,0 +1,123 @@
+"""API sessions as a resource (admin list, detail, delete), authenticators and auth policies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.errors import FieldError
+from controller.passwords import hash_password
+from controller.resources.context import ReadContext, WriteContext
+from controller.resources.fields import NAME, REQUIRED_CU, bool_field, object_field, string_field, string_list
+from controller.resources.spec import Field, Hooks, Mode, Resource
+
+__all__ = ["API_SESSIONS", "AUTHENTICATORS", "AUTH_POLICIES", "DEFAULT_AUTH_POLICY"]
+
+
+def _api_session_present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
+    out.setdefault("authQueries", [])
+    out.setdefault("configTypes", [])
+    out["cachedLastActivityAt"] = row.get("lastActivityAt")
+
+
+API_SESSIONS = Resource(
+    kind="api-sessions", singular="apiSession", op_name="ApiSession", op_plural="ApiSessions", tag="API Session",
+    body_name="apiSession",
+    fields=(
+        string_field("token", writable=frozenset({Mode.CREATE})),
+        string_field("identityId", writable=frozenset({Mode.CREATE}), ref="identities", ref_name="identity",
+                     on_delete="cascade"),
+        string_field("authenticatorId", writable=frozenset({Mode.CREATE})),
+        string_field("ipAddress", writable=frozenset({Mode.CREATE})),
+        string_field("lastActivityAt", writable=frozenset({Mode.CREATE})),
+        bool_field("isMfaRequired", writable=frozenset({Mode.CREATE}), default=False),
+        bool_field("isMfaComplete", writable=frozenset({Mode.CREATE}), default=False),
+        string_list("configTypes", writable=frozenset({Mode.CREATE}), default=list),
+        object_field("envInfo", writable=frozenset({Mode.CREATE}), default=dict),
+        object_field("sdkInfo", writable=frozenset({Mode.CREATE}), default=dict),
+    ),
+    operations=frozenset({"list", "detail", "delete"}),
+    hooks=Hooks(present=_api_session_present),
+)
+
+_USERNAME = {"type": "string", "minLength": 4, "maxLength": 100}
+_PASSWORD = {"type": "string", "minLength": 5, "maxLength": 100}
+
+
+def _authenticator_validate(ctx: WriteContext, row: dict[str, Any], old: Mapping[str, Any] | None,
+                            mode: Mode) -> None:
+    method = row.get("method")
+    if method != "updb":
+        # Certificate authenticators arrive with certificate enrollment; until then only updb is accepted.
+        raise FieldError("method", "method must be updb", method)
+    if not row.get("username"):
+        raise FieldError("username", "username is required for method updb", None)
+    if old is None and not row.get("_passwordHash"):
+        raise FieldError("password", "password is required for method updb", None)
+
+
+def _authenticator_normalize(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
+    """Hash the password before it reaches storage; the clear text never leaves this function."""
+    password = body.pop("password", None)
+    if password is not None:
+        body["_passwordHash"] = hash_password(password)
+    return body
+
+
+AUTHENTICATORS = Resource(
+    kind="authenticators", singular="authenticator", op_name="Authenticator", op_plural="Authenticators",
+    tag="Authenticator", body_name="authenticator",
+    fields=(
+        string_field("identityId", required=frozenset({Mode.CREATE}), writable=frozenset({Mode.CREATE}),
+                     ref="identities", ref_name="identity", on_delete="cascade"),
+        string_field("method", required=frozenset({Mode.CREATE}), writable=frozenset({Mode.CREATE})),
+        Field("username", _USERNAME, required=frozenset({Mode.UPDATE}), unique=True),
+        Field("password", _PASSWORD, required=frozenset({Mode.UPDATE}), stored=False),
+        Field("_passwordHash", {"type": "string"}),
+        string_field("certPem", writable=frozenset({Mode.CREATE}), filterable=False),
+    ),
+    hooks=Hooks(normalize=_authenticator_normalize, validate=_authenticator_validate),
+)
+
+_PRIMARY = {
+    "type": "object", "required": ["updb", "cert", "extJwt"],
+    "properties": {
+        "cert": {"type": "object", "required": ["allowed", "allowExpiredCerts"],
+                 "properties": {"allowed": {"type": "boolean"}, "allowExpiredCerts": {"type": "boolean"}}},
+        "extJwt": {"type": "object", "required": ["allowed"],
+                   "properties": {"allowed": {"type": "boolean"},
+                                  "allowedSigners": {"type": "array", "items": {"type": "string"}}}},
+        "updb": {"type": "object",
+                 "required": ["allowed", "minPasswordLength", "requireSpecialChar", "requireNumberChar",
+                              "requireMixedCase", "maxAttempts", "lockoutDurationMinutes"],
+                 "properties": {"allowed": {"type": "boolean"}, "minPasswordLength": {"type": "integer"},
+                                "requireSpecialChar": {"type": "boolean"},
+                                "requireNumberChar": {"type": "boolean"}, "requireMixedCase": {"type": "boolean"},
+                                "maxAttempts": {"type": "integer"},
+                                "lockoutDurationMinutes": {"type": "integer"}}},
+    },
+}
+_SECONDARY = {"type": "object", "required": ["requireTotp"],
+              "properties": {"requireTotp": {"type": "boolean"},
+                             "requireExtJwtSigner": {"type": ["string", "null"]}}}
+
+DEFAULT_AUTH_POLICY: dict[str, Any] = {
+    "id": "default", "name": "Default", "isSystem": True,
+    "primary": {
+        "cert": {"allowed": True, "allowExpiredCerts": True},
+        "extJwt": {"allowed": True, "allowedSigners": []},
+        "updb": {"allowed": True, "minPasswordLength": 5, "requireSpecialChar": False, "requireNumberChar": False,
+                 "requireMixedCase": False, "maxAttempts": 0, "lockoutDurationMinutes": 0},
+    },
+    "secondary": {"requireTotp": False, "requireExtJwtSigner": None},
+}
+
+AUTH_POLICIES = Resource(
+    kind="auth-policies", singular="authPolicy", op_name="AuthPolicy", op_plural="AuthPolicies",
+    tag="Auth Policy", body_name="authPolicy",
+    fields=(
+        NAME,
+        object_field("primary", _PRIMARY, required=REQUIRED_CU),
+        object_field("secondary", _SECONDARY, required=REQUIRED_CU),
+    ),
+)

@@ -1,0 +1,44 @@
+"""Controller settings: one frozen value built by the CLI (or a test) and handed to the composition root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Settings"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the controller can be told at start.
+
+    Attributes:
+        data_dir: LMDB environment, PKI and admin credentials live here.
+        host, port: where HTTPS (or HTTP with ``tls=False``) listens.
+        tls: serve HTTPS with the controller's own PKI.
+        sans: extra subject alternative names for the server certificate.
+        session_timeout: idle seconds before an API session ends (values under a minute fall back to 30 minutes).
+        max_body_bytes: request bodies above this are refused before any other work.
+        worker_threads: commit and hash in worker threads. Tests on a virtual clock turn it off so that virtual
+            time cannot jump while a thread runs.
+        durable: fsync every commit (only tests and benchmark baselines turn it off).
+        admin_username, admin_password: the default admin's credentials on first start (random password if None).
+    """
+
+    data_dir: Path = Path("data")
+    host: str = "127.0.0.1"
+    port: int = 1280
+    tls: bool = True
+    sans: tuple[str, ...] = ()
+    session_timeout: float = 1800.0
+    max_body_bytes: int = 1 << 20
+    worker_threads: bool = True
+    durable: bool = True
+    admin_username: str = "admin"
+    admin_password: str | None = None
+    max_concurrent_hashes: int = 2
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def effective_session_timeout(self) -> float:
+        return self.session_timeout if self.session_timeout >= 60 else 1800.0

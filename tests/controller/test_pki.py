@@ -1,0 +1,236 @@
+"""Tests for controller.pki: CA and server certificate creation, reuse, re-issue, EST cacerts, and a real handshake."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import ipaddress
+import shutil
+import socket
+import ssl
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import pkcs7
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from controller.pki import Pki, PkiError, cacerts_pkcs7_b64, ensure_pki
+
+EXTRA_SANS = ("Tollgate.Example.com", "10.1.2.3", "[fd00::7]")
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A PKI made once per module; tests that change it work on a copy (RSA key generation is slow-ish)."""
+    pki_dir = tmp_path_factory.mktemp("pki-base") / "pki"
+    ensure_pki(pki_dir, EXTRA_SANS)
+    return pki_dir
+
+
+@pytest.fixture
+def pki_dir(base_dir: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "pki"
+    shutil.copytree(base_dir, target)
+    return target
+
+
+def _sans(cert: x509.Certificate) -> tuple[list[str], list[object]]:
+    ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return ext.get_values_for_type(x509.DNSName), list(ext.get_values_for_type(x509.IPAddress))
+
+
+def test_creates_files_with_private_key_modes(tmp_path: Path) -> None:
+    pki_dir = tmp_path / "nested" / "pki"
+    pki = ensure_pki(pki_dir)
+    names = sorted(p.name for p in pki_dir.iterdir())
+    assert names == ["ca.key", "ca.pem", "server.key", "server.pem"]  # no temporary files left behind
+    for key in ("ca.key", "server.key"):
+        assert stat.S_IMODE((pki_dir / key).stat().st_mode) == 0o600
+    assert pki.ca_cert_path == pki_dir / "ca.pem"
+    assert pki.server_cert_path == pki_dir / "server.pem"
+    assert pki.server_key_path == pki_dir / "server.key"
+    assert pki.ca_key_path == pki_dir / "ca.key"
+
+
+def test_ca_certificate(base_dir: Path) -> None:
+    pki = ensure_pki(base_dir, EXTRA_SANS)
+    ca = pki.ca_cert
+    assert ca.subject == ca.issuer
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
+    usage = ca.extensions.get_extension_for_class(x509.KeyUsage).value
+    assert usage.key_cert_sign and usage.crl_sign
+    lifetime = ca.not_valid_after_utc - ca.not_valid_before_utc
+    assert dt.timedelta(days=3649) < lifetime < dt.timedelta(days=3651)
+    ca.verify_directly_issued_by(ca)
+    assert (base_dir / "ca.pem").read_bytes() == pki.ca_pem
+
+
+def test_server_certificate(base_dir: Path) -> None:
+    pki = ensure_pki(base_dir, EXTRA_SANS)
+    cert = pki.server_cert
+    public = cert.public_key()
+    assert isinstance(public, rsa.RSAPublicKey)
+    assert public.key_size == 2048
+    cert.verify_directly_issued_by(pki.ca_cert)
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in eku and ExtendedKeyUsageOID.CLIENT_AUTH in eku
+    lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
+    assert dt.timedelta(days=364) < lifetime < dt.timedelta(days=366)
+
+    dns, ips = _sans(cert)
+    assert {"localhost", "tollgate.example.com"} <= set(dns)
+    assert {ipaddress.ip_address(a) for a in ("127.0.0.1", "::1", "10.1.2.3", "fd00::7")} <= set(ips)
+
+    # server.pem is the chain: leaf then CA.
+    chain = x509.load_pem_x509_certificates((base_dir / "server.pem").read_bytes())
+    assert chain == [cert, pki.ca_cert]
+    assert pki.server_chain_pem == (base_dir / "server.pem").read_bytes()
+
+
+def test_server_key_and_fingerprint(base_dir: Path) -> None:
+    pki = ensure_pki(base_dir, EXTRA_SANS)
+    key = pki.load_server_key()
+    assert key.public_key() == pki.server_cert.public_key()
+    der = pki.server_cert.public_bytes(serialization.Encoding.DER)
+    assert pki.server_cert_sha1 == hashlib.sha1(der).hexdigest()
+    assert len(pki.server_cert_sha1) == 40 and pki.server_cert_sha1 == pki.server_cert_sha1.lower()
+    assert pki.load_ca_key().public_key() == pki.ca_cert.public_key()
+
+
+def test_second_call_is_idempotent(pki_dir: Path) -> None:
+    before = {p.name: p.read_bytes() for p in pki_dir.iterdir()}
+    first = ensure_pki(pki_dir, EXTRA_SANS)
+    second = ensure_pki(pki_dir, ["10.1.2.3", "tollgate.example.com"])  # a subset, other case: nothing to do
+    third = ensure_pki(pki_dir)
+    assert first == second == third
+    assert {p.name: p.read_bytes() for p in pki_dir.iterdir()} == before
+
+
+def test_new_san_reissues_server_cert_and_keeps_ca(pki_dir: Path) -> None:
+    old = ensure_pki(pki_dir, EXTRA_SANS)
+    ca_key_before = (pki_dir / "ca.key").read_bytes()
+    new = ensure_pki(pki_dir, ["ziti.internal", "192.168.7.7"])
+    assert new.ca_pem == old.ca_pem
+    assert (pki_dir / "ca.key").read_bytes() == ca_key_before
+    assert new.server_cert_pem != old.server_cert_pem
+    new.server_cert.verify_directly_issued_by(new.ca_cert)
+    dns, ips = _sans(new.server_cert)
+    # New names added, and the earlier extras kept so existing clients keep working.
+    assert {"localhost", "ziti.internal", "tollgate.example.com"} <= set(dns)
+    assert {ipaddress.ip_address("192.168.7.7"), ipaddress.ip_address("10.1.2.3")} <= set(ips)
+    # The server key survives a re-issue, so JWTs signed with it stay verifiable.
+    assert new.server_cert.public_key() == old.server_cert.public_key()
+    assert stat.S_IMODE((pki_dir / "server.key").stat().st_mode) == 0o600
+    assert ensure_pki(pki_dir, ["ziti.internal"]) == new
+
+
+def test_near_expiry_reissues_server_cert(pki_dir: Path) -> None:
+    old = ensure_pki(pki_dir, EXTRA_SANS)
+    expiry = old.server_cert.not_valid_after_utc
+    assert ensure_pki(pki_dir, EXTRA_SANS, now=expiry - dt.timedelta(days=31)) == old
+    new = ensure_pki(pki_dir, EXTRA_SANS, now=expiry - dt.timedelta(days=29))
+    assert new.ca_pem == old.ca_pem
+    assert new.server_cert.not_valid_after_utc > expiry
+    new.server_cert.verify_directly_issued_by(new.ca_cert)
+
+
+def test_mismatched_server_key_is_replaced(pki_dir: Path, tmp_path: Path) -> None:
+    old = ensure_pki(pki_dir, EXTRA_SANS)
+    (pki_dir / "server.key").write_bytes(b"not a key")
+    new = ensure_pki(pki_dir, EXTRA_SANS)
+    assert new.server_cert.public_key() != old.server_cert.public_key()
+    assert new.load_server_key().public_key() == new.server_cert.public_key()
+    assert stat.S_IMODE((pki_dir / "server.key").stat().st_mode) == 0o600
+
+
+def test_server_cert_from_other_ca_is_replaced(pki_dir: Path, tmp_path: Path) -> None:
+    other = ensure_pki(tmp_path / "other")
+    shutil.copy(other.server_cert_path, pki_dir / "server.pem")
+    shutil.copy(other.server_key_path, pki_dir / "server.key")
+    fixed = ensure_pki(pki_dir)
+    fixed.server_cert.verify_directly_issued_by(fixed.ca_cert)
+
+
+def test_ca_cert_without_key_is_an_error(pki_dir: Path) -> None:
+    (pki_dir / "ca.key").unlink()
+    with pytest.raises(PkiError):
+        ensure_pki(pki_dir)
+
+
+def test_ca_key_without_cert_is_recovered(pki_dir: Path) -> None:
+    old = ensure_pki(pki_dir, EXTRA_SANS)
+    (pki_dir / "ca.pem").unlink()
+    new = ensure_pki(pki_dir, EXTRA_SANS)
+    assert new.ca_cert.public_key() == old.ca_cert.public_key()
+    # Same subject and key: the existing server certificate still chains, so it is kept.
+    assert new.server_cert_pem == old.server_cert_pem
+    new.server_cert.verify_directly_issued_by(new.ca_cert)
+
+
+def test_empty_san_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        ensure_pki(tmp_path / "pki", ["  "])
+
+
+def test_cacerts_pkcs7_round_trip(base_dir: Path) -> None:
+    pki = ensure_pki(base_dir, EXTRA_SANS)
+    text = cacerts_pkcs7_b64(pki)
+    assert "\n" not in text
+    certs = pkcs7.load_der_pkcs7_certificates(base64.b64decode(text, validate=True))
+    assert certs == [pki.ca_cert]
+
+
+def _handshake(pki: Pki, hostname: str) -> str | None:
+    """Run a TLS handshake over a socket pair; returns the client's error text, or None on success."""
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(pki.server_cert_path, pki.server_key_path)
+    client_ctx = ssl.create_default_context(cafile=str(pki.ca_cert_path))
+    client_ctx.verify_flags |= ssl.VERIFY_X509_STRICT  # RFC 5280 conformance checks (AKI/SKI, critical bits)
+
+    left, right = socket.socketpair()
+    left.settimeout(10)
+    right.settimeout(10)
+    server_result: list[BaseException | bytes] = []
+
+    def serve() -> None:
+        try:
+            with server_ctx.wrap_socket(right, server_side=True) as tls:
+                server_result.append(tls.recv(5))
+                tls.sendall(b"world")
+        except (OSError, ssl.SSLError) as exc:
+            server_result.append(exc)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        with client_ctx.wrap_socket(left, server_hostname=hostname) as tls:
+            tls.sendall(b"hello")
+            assert tls.recv(5) == b"world"
+            peer = tls.getpeercert(binary_form=True)
+            assert peer is not None
+            assert hashlib.sha1(peer).hexdigest() == pki.server_cert_sha1
+    except ssl.SSLCertVerificationError as exc:
+        return str(exc)
+    finally:
+        left.close()
+        thread.join(10)
+        right.close()
+    assert server_result == [b"hello"]
+    return None
+
+
+@pytest.mark.parametrize("hostname", ["localhost", "127.0.0.1", "::1", "tollgate.example.com", "10.1.2.3"])
+def test_tls_handshake(base_dir: Path, hostname: str) -> None:
+    assert _handshake(ensure_pki(base_dir, EXTRA_SANS), hostname) is None
+
+
+def test_tls_handshake_rejects_unknown_name(base_dir: Path) -> None:
+    error = _handshake(ensure_pki(base_dir, EXTRA_SANS), "elsewhere.example")
+    assert error is not None and "match" in error.lower()

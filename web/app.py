@@ -1,0 +1,73 @@
+"""``create_app(controller)``: the quart-trio application serving both APIs.
+
+Every request gets a request id, a size check on its body before any other work, the headers old SDKs rely on
+(``ziti-instance-id``, ``server``), and one structured log line (method, path, status, duration, requestId). Secrets
+never reach the log: only the path is logged, never a query string, header or body.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+
+from quart import Blueprint, Response, g, request
+from quart_trio import QuartTrio
+
+from controller.errors import ApiError
+from controller.root import VERSION, Controller
+from web.crud import Routes, register_resource_routes
+from web.errors import install_error_handlers, render_error
+
+__all__ = ["CLIENT_BASE", "MANAGEMENT_BASE", "create_app"]
+
+MANAGEMENT_BASE = "/edge/management/v1"
+CLIENT_BASE = "/edge/client/v1"
+
+log = logging.getLogger("tollgate.access")
+
+
+def create_app(controller: Controller) -> QuartTrio:
+    """Build the application for one controller; routes derive from its registry."""
+    from web import auth_routes, info_routes
+
+    app = QuartTrio("tollgate")
+    app.config["MAX_CONTENT_LENGTH"] = controller.settings.max_body_bytes
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    install_error_handlers(app)
+
+    @app.before_request
+    async def start() -> Response | None:
+        g.request_id = secrets.token_hex(6)
+        g.started = time.perf_counter()
+        length = request.content_length
+        if length is not None and length > controller.settings.max_body_bytes:
+            return render_error(ApiError("REQUEST_TOO_LARGE"))
+        return None
+
+    @app.after_request
+    async def finish(response: Response) -> Response:
+        response.headers["ziti-instance-id"] = controller.instance_id
+        response.headers["server"] = f"tollgate/{VERSION}"
+        request_id = getattr(g, "request_id", "")
+        elapsed = (time.perf_counter() - getattr(g, "started", time.perf_counter())) * 1000
+        log.info("request", extra={"method": request.method, "path": request.path, "status": response.status_code,
+                                   "duration_ms": round(elapsed, 3), "requestId": request_id})
+        return response
+
+    management = Blueprint("management", __name__, url_prefix=MANAGEMENT_BASE)
+    client = Blueprint("client", __name__, url_prefix=CLIENT_BASE)
+    root = Blueprint("root", __name__)
+    routes = Routes()
+    for resource in controller.registry.resources.values():
+        register_resource_routes(management, routes, controller, resource, "management")
+    for api, bp in (("management", management), ("client", client)):
+        auth_routes.register(bp, routes, controller, api)
+        info_routes.register(bp, routes, controller, api)
+    info_routes.register_root(root, controller)
+    app.extensions["tollgate_routes"] = routes
+    app.register_blueprint(management)
+    app.register_blueprint(client)
+    app.register_blueprint(root)
+    return app

@@ -1,0 +1,150 @@
+"""The standard routes of every registered kind, derived from its spec.
+
+For each :class:`Resource`: list, create, detail, update (PUT), patch and delete as the spec enables them, the
+association lists ``GET /{kind}/{id}/{path}``, and the kind's role-attributes list. Route metadata is recorded in
+``ROUTES`` so that the OpenAPI document describes exactly what is served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from quart import Blueprint, Response, request
+
+from controller.errors import not_found
+from controller.resources.spec import Mode, Resource
+from controller.root import Controller
+from web.auth import require_admin, require_session
+from web.envelope import created, empty, ok
+from web.request import list_params, read_json
+
+__all__ = ["RouteInfo", "Routes", "register_resource_routes"]
+
+
+@dataclass(frozen=True, slots=True)
+class RouteInfo:
+    """What the OpenAPI generator needs to know about one served operation."""
+
+    api: str  # "management" or "client"
+    method: str
+    path: str  # with {id} placeholders, relative to the API base path
+    operation_id: str
+    tag: str
+    kind: str | None = None  # resource kind for generic operations
+    action: str | None = None  # list/create/detail/update/patch/delete/association/role-attributes
+    target: str | None = None  # target kind of an association
+    admin: bool = True
+    summary: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Routes(list[RouteInfo]):
+    """The operations one application serves, in registration order (the OpenAPI generator reads it)."""
+
+    def add(self, bp: Blueprint, info: RouteInfo, handler: Callable[..., Awaitable[Response]]) -> None:
+        rule = info.path.replace("{", "<").replace("}", ">")
+        bp.add_url_rule(rule, endpoint=info.operation_id, view_func=handler, methods=[info.method])
+        self.append(info)
+
+
+def _auth(controller: Controller, admin: bool) -> None:
+    if admin:
+        require_admin(controller)
+    else:
+        require_session(controller)
+
+
+def register_resource_routes(bp: Blueprint, routes: Routes, controller: Controller, resource: Resource,
+                             api: str) -> None:
+    """Add the generic routes of one kind (and its aliases) to ``bp``."""
+    for base in (resource.kind, *resource.aliases):
+        op = resource.op_name if base == resource.kind else _camel(base)[:-1]
+        ops = resource.op_plural if base == resource.kind else _camel(base)
+        _register(bp, routes, controller, resource, api, base, op, ops)
+
+
+def _camel(path: str) -> str:
+    return "".join(part.capitalize() for part in path.split("-"))
+
+
+def _register(bp: Blueprint, routes: Routes, controller: Controller, resource: Resource, api: str, base: str,
+              op: str, ops: str) -> None:
+    kind = resource.kind
+    admin = resource.admin_only
+    domain = controller.domain
+
+    def add(method: str, path: str, operation_id: str, action: str,
+            handler: Callable[..., Awaitable[Response]], target: str | None = None) -> None:
+        routes.add(bp, RouteInfo(api, method, "/" + path, operation_id, resource.tag, kind, action, target, admin),
+                   handler)
+
+    if "list" in resource.operations:
+        async def list_handler() -> Response:
+            _auth(controller, admin)
+            data, meta = domain.list_page(kind, list_params(resource.role_filter))
+            return ok(data, meta)
+        add("GET", base, f"list{ops}", "list", list_handler)
+
+    if "create" in resource.operations:
+        async def create_handler() -> Response:
+            _auth(controller, admin)
+            return created(await domain.create(kind, await read_json()))
+        add("POST", base, f"create{op}", "create", create_handler)
+
+    if "detail" in resource.operations:
+        async def detail_handler(id: str) -> Response:
+            _auth(controller, admin)
+            return ok(domain.detail(kind, id))
+        add("GET", f"{base}/{{id}}", f"detail{op}", "detail", detail_handler)
+
+    if "update" in resource.operations:
+        async def update_handler(id: str) -> Response:
+            _auth(controller, admin)
+            await domain.replace(kind, id, await read_json(), Mode.UPDATE)
+            return empty()
+        add("PUT", f"{base}/{{id}}", f"update{op}", "update", update_handler)
+
+    if "patch" in resource.operations:
+        async def patch_handler(id: str) -> Response:
+            _auth(controller, admin)
+            await domain.replace(kind, id, await read_json(), Mode.PATCH)
+            return empty()
+        add("PATCH", f"{base}/{{id}}", f"patch{op}", "patch", patch_handler)
+
+    if "delete" in resource.operations:
+        async def delete_handler(id: str) -> Response:
+            _auth(controller, admin)
+            await domain.delete(kind, id)
+            return empty()
+        add("DELETE", f"{base}/{{id}}", f"delete{op}", "delete", delete_handler)
+
+    for association in controller.registry.associations(kind):
+        target = controller.registry[association.target]
+
+        def make(assoc: Any = association, target: Resource = target) -> Callable[..., Awaitable[Response]]:
+            async def association_handler(id: str) -> Response:
+                _auth(controller, assoc.admin_only)
+                with domain.read() as ctx:
+                    row = ctx.txn.get(kind, id)
+                    if row is None:
+                        raise not_found(resource.singular, id)
+                    ids = assoc.resolve(ctx, row)
+                data, meta = domain.list_page(target.kind, list_params(False), ids)
+                return ok(data, meta)
+            return association_handler
+
+        operation_id = association.operation_id or f"list{op}{_camel(association.path)}"
+        add("GET", f"{base}/{{id}}/{association.path}", operation_id, "association", make(), association.target)
+
+    if resource.role_attributes_path and base == resource.kind:
+        path = resource.role_attributes_path
+
+        async def role_attributes_handler() -> Response:
+            _auth(controller, True)
+            data, meta = domain.role_attributes(kind, request.args.get("filter"))
+            return ok(data, meta)
+        add("GET", path, f"list{_camel(path)}", "role-attributes", role_attributes_handler)
+
+

@@ -1,0 +1,44 @@
+"""Request decoding shared by every route: JSON bodies and list query parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from quart import request
+
+from controller.errors import ApiError, nested_cause
+from controller.listing import ListParams
+
+__all__ = ["list_params", "read_json"]
+
+_decoder = msgspec.json.Decoder()
+
+
+async def read_json(*, optional: bool = False) -> Any:
+    """The decoded JSON body; None when empty. Malformed JSON is 400 COULD_NOT_PARSE_BODY."""
+    raw = await request.get_data(cache=False)
+    if not raw or not raw.strip():
+        return None
+    content_type = request.headers.get("Content-Type", "")
+    if content_type and "json" not in content_type and "text/plain" not in content_type:
+        raise ApiError("COULD_NOT_VALIDATE", {"field": "Content-Type", "reason": "unsupported content type",
+                                              "value": content_type})
+    try:
+        return _decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ApiError("COULD_NOT_PARSE_BODY",
+                       nested_cause(f'parsing body from "" failed, because {exc}')) from None
+
+
+def list_params(role_filter: bool) -> ListParams:
+    """The list query parameters of the current request (roleFilter only where the operation takes it)."""
+    args = request.args
+    return ListParams(
+        filter=args.get("filter"),
+        sort=args.get("sort"),
+        limit=args.get("limit"),
+        offset=args.get("offset"),
+        role_filter=tuple(args.getlist("roleFilter")) if role_filter else (),
+        role_semantic=args.get("roleSemantic") if role_filter else None,
+    )
