@@ -1,16 +1,20 @@
-"""API sessions: password login, token lookup with sliding expiry, logout, and expiry at the exact instant.
+"""API sessions: token lookup with sliding expiry, logout, and expiry at the exact instant.
 
 Live sessions are held in memory by token (a request's authentication is a dict lookup) and persisted as rows of
-``api-sessions``. Expiry needs no sweep: one service task keeps a heap of candidate expiry instants and sleeps on a
+``api-sessions``. Expiry needs no sweep: one service task keeps a heap of candidate expiry deadlines and sleeps on a
 cancel scope's deadline until the earliest; when it wakes it either ends the session or, if the session was used
-since, re-arms at its new expiry and persists the new ``lastActivityAt``.
+since, re-arms at its new deadline and persists the new ``lastActivityAt``.
+
+Deadlines are kept in Trio time, not wall-clock time: a session used at Trio time ``t`` ends at exactly
+``t + timeout``, with no rounding through the wall clock (so tests on a virtual clock can assert the instant).
+Wall-clock values (``lastActivityAt``, ``expiresAt``) are derived for display and persistence.
 """
 
 from __future__ import annotations
 
 import heapq
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,15 +26,20 @@ from controller.crud import create_row, delete_row
 from controller.domain import Domain
 from controller.errors import ApiError
 from controller.resources.context import WriteContext
+from controller.resources.identities import identity_disabled
 
-__all__ = ["ApiSessions", "LiveSession"]
+__all__ = ["KIND", "ApiSessions", "ApiSessionsStatistics", "LiveSession"]
 
 KIND = "api-sessions"
 
 
 @dataclass(slots=True)
 class LiveSession:
-    """The in-memory state of one API session."""
+    """The in-memory state of one API session.
+
+    ``last_activity`` is wall-clock epoch seconds (what ``lastActivityAt`` shows); ``deadline`` is the Trio time at
+    which the session ends unless it is used again.
+    """
 
     id: str
     token: str
@@ -39,11 +48,31 @@ class LiveSession:
     persisted_activity: float
     mfa_required: bool = False
     mfa_complete: bool = False
+    deadline: float = 0.0
 
     @property
     def partial(self) -> bool:
         """Authenticated by password but still owing its MFA code."""
         return self.mfa_required and not self.mfa_complete
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSessionsStatistics:
+    """A snapshot of :class:`ApiSessions` counters.
+
+    Attributes:
+        live_sessions: sessions held in memory.
+        hashes_running: password verifications in progress now.
+        hashes_waiting: logins queued for a verification slot.
+        hashes_peak: the most verifications ever in progress at once (never above the limiter's bound).
+        max_concurrent_hashes: the bound.
+    """
+
+    live_sessions: int
+    hashes_running: int
+    hashes_waiting: int
+    hashes_peak: int
+    max_concurrent_hashes: int
 
 
 class ApiSessions:
@@ -55,7 +84,7 @@ class ApiSessions:
         hash_in_thread: verify passwords in worker threads (off on a virtual clock, where a thread hop lets
             virtual time jump).
         max_concurrent_hashes: bound on simultaneous password verifications, so a flood of logins cannot
-            exhaust CPU or memory.
+            exhaust CPU or memory (each scrypt verification holds 16 MiB).
     """
 
     def __init__(self, domain: Domain, timeout: float, *, hash_in_thread: bool = True,
@@ -64,38 +93,56 @@ class ApiSessions:
         self.timeout = timeout
         self._hash_in_thread = hash_in_thread
         self._hash_limiter = trio.CapacityLimiter(max_concurrent_hashes)
+        self._hashing = 0
+        self._hashing_peak = 0
         self._by_token: dict[str, LiveSession] = {}
         self._by_id: dict[str, LiveSession] = {}
         self._heap: list[tuple[float, str]] = []
         self._wake: trio.CancelScope | None = None
-        self.on_end: list[Callable[[LiveSession], None]] = []
+
+    def statistics(self) -> ApiSessionsStatistics:
+        """Counters for monitoring and tests (sessions held, password verifications running and queued)."""
+        return ApiSessionsStatistics(
+            live_sessions=len(self._by_id),
+            hashes_running=self._hashing,
+            hashes_waiting=self._hash_limiter.statistics().tasks_waiting,
+            hashes_peak=self._hashing_peak,
+            max_concurrent_hashes=int(self._hash_limiter.total_tokens),
+        )
 
     # Restore and expiry ------------------------------------------------------------------------------------
 
     def restore(self) -> None:
-        """Load the persisted sessions (at start-up, before serving)."""
+        """Load the persisted sessions (at start-up, before serving); each keeps its persisted last activity."""
         with self.domain.store.read() as txn:
             for row in txn.scan(KIND):
                 last = parse_time(row["lastActivityAt"])
-                self._add(LiveSession(row["id"], row["token"], row["identityId"], last, last,
-                                      bool(row.get("isMfaRequired")), bool(row.get("isMfaComplete"))))
+                session = LiveSession(row["id"], row["token"], row["identityId"], last, last,
+                                      bool(row.get("isMfaRequired")), bool(row.get("isMfaComplete")))
+                session.deadline = self.domain.clock.to_trio(last) + self.timeout
+                self._add(session)
 
     def _add(self, session: LiveSession) -> None:
         self._by_token[session.token] = session
         self._by_id[session.id] = session
-        self._arm(session.last_activity + self.timeout, session.id)
+        self._arm(session.deadline, session.id)
 
-    def _arm(self, when: float, session_id: str) -> None:
-        heapq.heappush(self._heap, (when, session_id))
-        if self._wake is not None and self._heap[0][0] == when:
-            self._wake.deadline = self.domain.clock.to_trio(when)
+    def _arm(self, deadline: float, session_id: str) -> None:
+        heapq.heappush(self._heap, (deadline, session_id))
+        if self._wake is not None and self._heap[0][0] == deadline:
+            self._wake.deadline = deadline
+
+    def _pop(self, session_id: str) -> LiveSession | None:
+        session = self._by_id.pop(session_id, None)
+        if session is not None:
+            self._by_token.pop(session.token, None)
+        return session
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The expiry service: ends each session at the instant its idle time reaches the timeout."""
         task_status.started()
         while True:
-            deadline = self.domain.clock.to_trio(self._heap[0][0]) if self._heap else float("inf")
-            with trio.CancelScope(deadline=deadline) as scope:
+            with trio.CancelScope(deadline=self._heap[0][0] if self._heap else float("inf")) as scope:
                 self._wake = scope
                 await trio.sleep_forever()
             self._wake = None
@@ -106,39 +153,37 @@ class ApiSessions:
         await self._persist_activity(list(self._by_id.values()))
 
     async def _expire_due(self) -> None:
-        now = self.domain.clock.now()
-        expired: list[LiveSession] = []
+        now = trio.current_time()
+        expired: list[str] = []
         moved: list[LiveSession] = []
         while self._heap and self._heap[0][0] <= now:
             _, session_id = heapq.heappop(self._heap)
             session = self._by_id.get(session_id)
             if session is None:
                 continue
-            expiry = session.last_activity + self.timeout
-            if expiry <= now:
-                expired.append(session)
+            if session.deadline <= now:
+                expired.append(session_id)
             else:
-                heapq.heappush(self._heap, (expiry, session_id))
+                # Used since this entry was armed: wait for its new deadline, and persist the activity.
+                heapq.heappush(self._heap, (session.deadline, session_id))
                 moved.append(session)
-        for session in expired:
-            await self.end(session.id)
+        await self._end_many(expired)
         await self._persist_activity(moved)
 
     async def _persist_activity(self, sessions: list[LiveSession]) -> None:
-        stale = [s for s in sessions if s.last_activity != s.persisted_activity]
+        stale = [(s, s.last_activity) for s in sessions if s.last_activity != s.persisted_activity]
         if not stale:
             return
 
         def write(ctx: WriteContext) -> None:
-            for session in stale:
+            for session, last in stale:
                 row = ctx.txn.get(KIND, session.id)
                 if row is not None:
-                    row["lastActivityAt"] = format_time(session.last_activity)
-                    ctx.txn.put(KIND, row)
+                    ctx.txn.put(KIND, {**row, "lastActivityAt": format_time(last)})
 
         await self.domain.write(write)
-        for session in stale:
-            session.persisted_activity = session.last_activity
+        for session, last in stale:
+            session.persisted_activity = last
 
     # Login, lookup, logout ---------------------------------------------------------------------------------
 
@@ -151,21 +196,39 @@ class ApiSessions:
             return passwords.verify_password(password, stored)
 
         async with self._hash_limiter:
-            if self._hash_in_thread:
-                return await trio.to_thread.run_sync(check)
-            return check()
+            self._hashing += 1
+            self._hashing_peak = max(self._hashing_peak, self._hashing)
+            try:
+                if self._hash_in_thread:
+                    return await trio.to_thread.run_sync(check)
+                return check()
+            finally:
+                self._hashing -= 1
 
     async def create(self, identity_id: str, authenticator_id: str, ip: str, extra: Mapping[str, Any],
                      mfa_required: bool = False) -> dict[str, Any]:
-        """Start a session for an authenticated identity; returns the stored row."""
+        """Start a session for an authenticated identity; returns the stored row.
+
+        The identity is checked again inside the write: one disabled (or deleted) while its password was being
+        verified gets no session (401 INVALID_AUTH), so a disable can never leave a live session behind.
+        """
         token = str(uuid.uuid4())
         now = self.domain.clock.now()
+        deadline = trio.current_time() + self.timeout
         body = {"token": token, "identityId": identity_id, "authenticatorId": authenticator_id,
                 "ipAddress": ip, "lastActivityAt": format_time(now), "isMfaRequired": mfa_required,
                 "isMfaComplete": False, **extra}
         resource = self.domain.registry[KIND]
-        row = await self.domain.write(lambda ctx: create_row(ctx, resource, body, None))
-        self._add(LiveSession(row["id"], token, identity_id, now, now, mfa_required, False))
+
+        def write(ctx: WriteContext) -> dict[str, Any]:
+            identity = ctx.txn.get("identities", identity_id)
+            if identity is None or identity_disabled(identity, format_time(ctx.now)):
+                raise ApiError("INVALID_AUTH")
+            return create_row(ctx, resource, body, None)
+
+        row = await self.domain.write(write)
+        session = LiveSession(row["id"], token, identity_id, now, now, mfa_required, False, deadline)
+        self._add(session)
         return row
 
     def lookup(self, token: str | None) -> LiveSession | None:
@@ -175,10 +238,11 @@ class ApiSessions:
         session = self._by_token.get(token)
         if session is None:
             return None
-        now = self.domain.clock.now()
-        if session.last_activity + self.timeout <= now:
+        now = trio.current_time()
+        if session.deadline <= now:
             return None
-        session.last_activity = now
+        session.deadline = now + self.timeout
+        session.last_activity = self.domain.clock.now()
         return session
 
     def get(self, session_id: str) -> LiveSession | None:
@@ -188,36 +252,71 @@ class ApiSessions:
         return [s for s in self._by_id.values() if s.identity_id == identity_id]
 
     def expires_at(self, session: LiveSession) -> float:
+        """Wall-clock instant at which the session ends unless used again."""
         return session.last_activity + self.timeout
 
     async def end(self, session_id: str) -> None:
-        """End a session (logout, admin delete, expiry, identity disabled); a no-op when already gone."""
-        session = self._by_id.pop(session_id, None)
-        if session is not None:
-            self._by_token.pop(session.token, None)
+        """End a session (logout, admin delete, expiry); a no-op when already gone."""
+        await self._end_many([session_id])
+
+    async def end_for_identity(self, identity_id: str) -> None:
+        """End every session of an identity (disabled, or its password changed): those in memory and any row."""
+        ids = [s.id for s in self.sessions_of(identity_id)]
+        with self.domain.store.read() as txn:
+            ids += [i for i in txn.ids_by_ref(KIND, "identityId", identity_id) if i not in ids]
+        await self._end_many(ids)
+
+    async def _end_many(self, session_ids: list[str]) -> None:
+        if not session_ids:
+            return
+        for session_id in session_ids:
+            # Dropped from memory first: the token is refused from this instant, before the commit.
+            self._pop(session_id)
         resource = self.domain.registry[KIND]
 
         def remove(ctx: WriteContext) -> None:
-            if ctx.txn.exists(KIND, session_id):
-                delete_row(ctx, resource, session_id)
+            for session_id in session_ids:
+                if ctx.txn.exists(KIND, session_id):
+                    delete_row(ctx, resource, session_id)
 
         await self.domain.write(remove)
-        if session is not None:
-            for listener in self.on_end:
-                listener(session)
-
-    async def end_for_identity(self, identity_id: str) -> None:
-        for session in self.sessions_of(identity_id):
-            await self.end(session.id)
 
     def forget(self, session_id: str) -> None:
-        """Drop a session whose row was deleted by a cascade (its identity was deleted)."""
-        session = self._by_id.pop(session_id, None)
-        if session is not None:
-            self._by_token.pop(session.token, None)
+        """Drop a session whose row was deleted by another write (a cascade, an admin delete)."""
+        self._pop(session_id)
 
     def require(self, token: str | None) -> LiveSession:
         session = self.lookup(token)
         if session is None:
             raise ApiError("UNAUTHORIZED")
         return session
+
+    # MFA and the posture engine -----------------------------------------------------------------------------
+
+    def identities(self) -> set[str]:
+        """Identities that have at least one live API session."""
+        return {s.identity_id for s in self._by_id.values()}
+
+    async def _set_mfa_flags(self, session_id: str, **flags: bool) -> None:
+        session = self._by_id.get(session_id)
+        if session is None:
+            return
+        if "isMfaRequired" in flags:
+            session.mfa_required = flags["isMfaRequired"]
+        if "isMfaComplete" in flags:
+            session.mfa_complete = flags["isMfaComplete"]
+
+        def write(ctx: WriteContext) -> None:
+            row = ctx.txn.get(KIND, session_id)
+            if row is not None:
+                ctx.txn.put(KIND, {**row, **flags})
+
+        await self.domain.write(write)
+
+    async def mark_mfa_complete(self, session_id: str) -> None:
+        """The session proved MFA: it is no longer partially authenticated (persisted for restarts)."""
+        await self._set_mfa_flags(session_id, isMfaComplete=True)
+
+    async def mark_mfa_required(self, session_id: str) -> None:
+        """The identity completed MFA enrolment in this session: MFA is now required and already done."""
+        await self._set_mfa_flags(session_id, isMfaRequired=True, isMfaComplete=True)

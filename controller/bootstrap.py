@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from controller.crud import create_row
 from controller.passwords import hash_password
 from controller.resources.context import WriteContext
@@ -33,6 +35,7 @@ class BootstrapResult:
 
 def _write_credentials(path: Path, username: str, password: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # a file left over from an earlier data directory keeps its mode otherwise
     with os.fdopen(fd, "w") as handle:
         handle.write(f"username={username}\npassword={password}\n")
 
@@ -40,11 +43,19 @@ def _write_credentials(path: Path, username: str, password: str) -> None:
 async def bootstrap(controller: Controller) -> BootstrapResult:
     """Create what a new database needs; a no-op on a database that has it."""
     settings = controller.settings
-    password = settings.admin_password
+    with controller.store.read() as txn:
+        needs_admin = txn.meta("defaultAdminId") is None
     generated = None
-    if password is None:
-        generated = password = secrets.token_urlsafe(18)
-    password_hash = hash_password(password)
+    password_hash = None
+    if needs_admin:
+        password = settings.admin_password
+        if password is None:
+            generated = password = secrets.token_urlsafe(18)
+        # Hashing costs tens of milliseconds: only on the start that creates the admin, off the Trio thread.
+        if settings.worker_threads:
+            password_hash = await trio.to_thread.run_sync(hash_password, password)
+        else:
+            password_hash = hash_password(password)
     registry = controller.registry
 
     def seed(ctx: WriteContext) -> bool:
@@ -57,7 +68,7 @@ async def bootstrap(controller: Controller) -> BootstrapResult:
         if not ctx.txn.exists("auth-policies", "default"):
             policy = create_row(ctx, registry["auth-policies"], DEFAULT_AUTH_POLICY, None, row_id="default")
             ctx.txn.put("auth-policies", {**policy, "isSystem": True})
-        if ctx.txn.meta("defaultAdminId") is not None:
+        if ctx.txn.meta("defaultAdminId") is not None or password_hash is None:
             return False
         admin = create_row(ctx, registry["identities"],
                            {"name": "Default Admin", "type": "Default", "isAdmin": True}, None)

@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from controller.logs import configure_logging
@@ -14,36 +14,71 @@ from controller.settings import Settings
 
 __all__ = ["main", "parse_settings"]
 
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# The reference controller's limits for the default admin's credentials (``ziti controller edge init``).
+_USERNAME_LENGTH = (4, 100)
+_PASSWORD_LENGTH = (5, 100)
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be between 0 and 65535 (0 picks a free port)")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number of bytes")
+    return value
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tollgate", description="Tollgate zero-trust overlay controller")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the controller")
+    serve = commands.add_parser(
+        "serve", help="run the controller",
+        description="Serve the management and client APIs. The default admin's credentials on first start come "
+                    "from TOLLGATE_ADMIN_USERNAME (admin) and TOLLGATE_ADMIN_PASSWORD (random when unset, printed "
+                    "once and written to DATA_DIR/admin-credentials).")
     serve.add_argument("--data-dir", type=Path, default=Path("data"), help="LMDB, PKI and credentials (./data)")
     serve.add_argument("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
-    serve.add_argument("--port", type=int, default=1280, help="listen port (1280)")
+    serve.add_argument("--port", type=_port, default=1280, help="listen port; 0 picks a free one (1280)")
     serve.add_argument("--no-tls", action="store_true", help="serve plain HTTP instead of HTTPS")
     serve.add_argument("--san", action="append", default=[], help="extra server certificate name (repeatable)")
     serve.add_argument("--session-timeout", type=float, default=1800.0,
                        help="idle seconds before an API session ends (1800; under 60 means 1800)")
-    serve.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request body size cap (1 MiB)")
-    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (INFO)")
+    serve.add_argument("--max-body-bytes", type=_positive, default=1 << 20, help="request body size cap (1 MiB)")
+    serve.add_argument("--log-level", type=str.upper, choices=_LEVELS, default="INFO", help="log level (INFO)")
     return parser
 
 
-def parse_settings(argv: Sequence[str]) -> tuple[Settings, str]:
-    """Settings from the command line and the ``TOLLGATE_ADMIN_*`` environment variables."""
-    args = _parser().parse_args(argv)
+def parse_settings(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> tuple[Settings, str]:
+    """Settings from the command line and the ``TOLLGATE_ADMIN_*`` environment variables.
+
+    Bad arguments (including admin credentials outside the login limits, which could never log in) print a usage
+    error and exit with status 2.
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    env = os.environ if environ is None else environ
+    username = env.get("TOLLGATE_ADMIN_USERNAME") or "admin"
+    password = env.get("TOLLGATE_ADMIN_PASSWORD") or None
+    for name, value, (low, high) in (("TOLLGATE_ADMIN_USERNAME", username, _USERNAME_LENGTH),
+                                     ("TOLLGATE_ADMIN_PASSWORD", password, _PASSWORD_LENGTH)):
+        if value is not None and not low <= len(value) <= high:
+            parser.error(f"{name} must be {low} to {high} characters long")
     settings = Settings(
         data_dir=args.data_dir, host=args.host, port=args.port, tls=not args.no_tls, sans=tuple(args.san),
         session_timeout=args.session_timeout, max_body_bytes=args.max_body_bytes,
-        admin_username=os.environ.get("TOLLGATE_ADMIN_USERNAME") or "admin",
-        admin_password=os.environ.get("TOLLGATE_ADMIN_PASSWORD") or None,
+        admin_username=username, admin_password=password,
     )
     return settings, str(args.log_level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tollgate`` script; returns the process exit status."""
     settings, level = parse_settings(sys.argv[1:] if argv is None else argv)
     configure_logging(level)
     from controller.main import run

@@ -17,7 +17,7 @@ from controller.errors import ApiError, FieldError, field_cause, not_found
 from controller.resources.context import Change, WriteContext
 from controller.resources.spec import MISSING, Field, Mode, Resource, Variant
 from controller.roles import check_attributes, normalize_roles
-from storage.store import UniqueViolation
+from storage.store import MAX_KEY_BYTES, UniqueViolation, UnstorableValue
 
 __all__ = ["create_row", "delete_row", "new_id", "put_row", "replace_row"]
 
@@ -64,8 +64,11 @@ def replace_row(ctx: WriteContext, resource: Resource, row_id: str, body: Mappin
     row = dict(old)
     if resource.variants is not None and variant is not None:
         row[resource.variants.discriminator] = variant.value
-    if "tags" in body and (body["tags"] is not None or mode is Mode.UPDATE):
-        row["tags"] = body["tags"] or {}
+    if mode is Mode.UPDATE:
+        # PUT replaces the whole resource: tags not sent are cleared like any other optional field.
+        row["tags"] = body.get("tags") or {}
+    elif body.get("tags") is not None:
+        row["tags"] = body["tags"]
     for f in resource.fields_for(variant):
         if not f.stored or (mode not in f.writable and not f.name.startswith("_")):
             continue
@@ -102,10 +105,21 @@ def put_row(ctx: WriteContext, resource: Resource, row: dict[str, Any], old: Map
     except UniqueViolation as exc:
         raise ApiError("COULD_NOT_VALIDATE",
                        field_cause(exc.field, f"{exc.field} is must be unique", exc.value)) from None
+    except UnstorableValue as exc:
+        raise _unstorable(exc, row) from None
     if resource.hooks.after_write is not None:
         resource.hooks.after_write(ctx, old, row)
     ctx.changes.append(Change(resource.kind, row["id"], dict(old) if old is not None else None, row))
     return row
+
+
+def _unstorable(exc: UnstorableValue, row: Mapping[str, Any]) -> FieldError:
+    """An indexed value the store cannot key (empty or overlong) as the field error a client can act on."""
+    if not exc.empty:
+        return FieldError(exc.field, f"{exc.field} must be at most {MAX_KEY_BYTES} bytes long", exc.value)
+    if isinstance(row.get(exc.field), list):
+        return FieldError(exc.field, f"{exc.field} entries must not be empty", row[exc.field])
+    return FieldError(exc.field, f"{exc.field} is required", exc.value)
 
 
 def delete_row(ctx: WriteContext, resource: Resource, row_id: str) -> dict[str, Any]:

@@ -66,6 +66,8 @@ CODES: dict[str, ErrorCode] = _table(
      "The supplied certificate failed to validate against the CA's certificate chain"),
     ("EXPECTED_PEM_CERTIFICATE", 400, "expected PEM block type 'CERTIFICATE'"),
     ("COULD_NOT_PARSE_DER_BLOCK", 400, "The certificate's DER block could not be parsed"),
+    ("INVALID_CERT_PEM", 400,
+     "the supplied certificate PEM is either invalid or contains the incorrect number of certificates"),
     ("MAX_AUTHENTICATOR_METHODS_REACHED", 409,
      "The identity already has the maximum authenticators of the specified method"),
     ("RATE_LIMITED", 429,

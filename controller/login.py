@@ -1,14 +1,27 @@
-"""Password login: body checks, the updb authenticator, the auth policy, disabled identities."""
+"""Password login (body checks, the updb authenticator, the auth policy) and the identity's disabled state.
+
+Disabled is a time window on the identity row (``disabledAt``, ``disabledUntil``) read at every login, so a timed
+disable lapses by itself without any task; disabling also ends the identity's API sessions at once.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from controller.clock import format_time
-from controller.errors import ApiError, field_cause
-from controller.resources.identities import identity_disabled
+import jsonschema
 
-__all__ = ["login_password"]
+from actors.messages import ApiSessionStarted
+from controller.clock import format_time
+from controller.crud import put_row
+from controller.errors import ApiError, field_cause, not_found
+from controller.resources.context import WriteContext
+from controller.resources.identities import identity_disabled
+from controller.resources.spec import Mode
+from controller.validation import validate_schema
+from storage.store import ReadTxn
+
+__all__ = ["DISABLE_SCHEMA", "disable_identity", "enable_identity", "login_password"]
 
 _LIMITS = {"username": (4, 100), "password": (5, 100)}
 
@@ -50,6 +63,83 @@ async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
         raise ApiError("INVALID_AUTH")
     extra = {k: body[k] for k in ("envInfo", "sdkInfo") if isinstance(body.get(k), dict)}
     if isinstance(body.get("configTypes"), list):
-        extra["configTypes"] = [str(c) for c in body["configTypes"]]
-    row: dict[str, Any] = await controller.sessions.create(identity["id"], authenticator["id"], ip, extra)
+        with controller.store.read() as txn:
+            extra["configTypes"] = _config_type_ids(txn, "config-types" in controller.registry, body["configTypes"])
+    # A verified MFA enrolment (or an auth policy demanding TOTP) leaves the session partial until the code.
+    require_totp = bool(policy and policy.get("secondary", {}).get("requireTotp"))
+    mfa_required = require_totp or controller.mfa.is_enrolled(identity["id"])
+    row: dict[str, Any] = await controller.sessions.create(identity["id"], authenticator["id"], ip, extra,
+                                                           mfa_required=mfa_required)
+    controller.engine.post(identity["id"], ApiSessionStarted(row["id"], extra.get("sdkInfo") or {}))
     return row
+
+
+def _config_type_ids(txn: ReadTxn, known_kind: bool, requested: Iterable[Any]) -> list[str]:
+    """Config type ids for the names or ids a client asked for: unknown ones are dropped, ``all`` is kept."""
+    names: dict[str, str] | None = None
+    out: list[str] = []
+    for value in requested:
+        if not isinstance(value, str):
+            continue
+        if value == "all":
+            resolved: str | None = value
+        elif not known_kind:
+            resolved = None
+        elif txn.exists("config-types", value):
+            resolved = value
+        else:
+            if names is None:
+                names = {row.get("name", ""): row["id"] for row in txn.scan("config-types")}
+            resolved = names.get(value)
+        if resolved is not None and resolved not in out:
+            out.append(resolved)
+    return out
+
+
+DISABLE_SCHEMA: dict[str, Any] = {"type": "object", "required": ["durationMinutes"],
+                                  "properties": {"durationMinutes": {"type": "integer"}}}
+_disable_validator = jsonschema.Draft7Validator(DISABLE_SCHEMA)
+
+
+async def disable_identity(controller: Any, identity_id: str, body: Any) -> None:
+    """``POST /identities/{id}/disable``: disabled from now for ``durationMinutes`` (0 or less: indefinitely).
+
+    The identity's API sessions end at once. The default admin cannot be disabled: that would lock every operator
+    out (400 COULD_NOT_VALIDATE on ``id``).
+    """
+    if body is None:
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("disable", "disable in body is required", None))
+    validate_schema(_disable_validator, body)
+    minutes = int(body["durationMinutes"])
+    resource = controller.registry["identities"]
+
+    def write(ctx: WriteContext) -> None:
+        old = ctx.txn.get("identities", identity_id)
+        if old is None:
+            raise not_found(resource.singular, identity_id)
+        if old.get("isDefaultAdmin"):
+            raise ApiError("COULD_NOT_VALIDATE", field_cause("id", "the default admin cannot be disabled",
+                                                             identity_id))
+        # Capped at about 1900 years so that any integer a client sends stays a representable timestamp.
+        until = format_time(ctx.now + min(minutes, 10**9) * 60) if minutes > 0 else None
+        row = {**old, "disabledAt": format_time(ctx.now), "disabledUntil": until, "updatedAt": format_time(ctx.now)}
+        put_row(ctx, resource, row, old, Mode.PATCH)
+
+    await controller.domain.write(write)
+    await controller.sessions.end_for_identity(identity_id)
+
+
+async def enable_identity(controller: Any, identity_id: str) -> None:
+    """``POST /identities/{id}/enable``: clear both disabled timestamps (a no-op on an enabled identity)."""
+    resource = controller.registry["identities"]
+
+    def write(ctx: WriteContext) -> None:
+        old = ctx.txn.get("identities", identity_id)
+        if old is None:
+            raise not_found(resource.singular, identity_id)
+        if old.get("disabledAt") is None and old.get("disabledUntil") is None:
+            return
+        row = {**old, "disabledAt": None, "disabledUntil": None, "updatedAt": format_time(ctx.now)}
+        put_row(ctx, resource, row, old, Mode.PATCH)
+
+    await controller.domain.write(write)

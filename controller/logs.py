@@ -32,10 +32,12 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO") -> None:
+    """Send every record to stderr as one JSON line, at ``level`` and above."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # hypercorn's own access log would duplicate ours; its error log stays.
+    # hypercorn's own access log would duplicate ours (web/app.py writes one line per request). Its error log is
+    # handed the "hypercorn.error" logger itself (controller/main.py), so it comes out here, as JSON, exactly once.
     logging.getLogger("hypercorn.access").disabled = True

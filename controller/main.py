@@ -11,14 +11,16 @@ from __future__ import annotations
 import functools
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from controller.bootstrap import bootstrap
-from controller.pki import Pki, ensure_pki
+from controller.pki import Pki
 from controller.root import Controller
 from controller.settings import Settings
 
@@ -28,10 +30,13 @@ log = logging.getLogger("tollgate")
 
 
 def hypercorn_config(settings: Settings, pki: Pki | None) -> Config:
+    """hypercorn's configuration: one bind (port 0 picks a free port), TLS when ``pki`` is given, our logging."""
     config = Config()
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     config.bind = [f"{host}:{settings.port}"]
-    config.accesslog = None
+    config.accesslog = None  # web/app.py logs every request itself, as one JSON line
+    # A Logger (not the default "-") makes hypercorn add no handler of its own: its messages reach our JSON handler.
+    config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = 10.0
     config.keep_alive_timeout = 75.0
     if pki is not None:
@@ -40,52 +45,76 @@ def hypercorn_config(settings: Settings, pki: Pki | None) -> Config:
     return config
 
 
-async def _wait_for_signal(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+@contextmanager
+def _signal_trigger() -> Iterator[Callable[[], Awaitable[None]]]:
+    """Catch SIGINT and SIGTERM from now on; yields the shutdown trigger that returns on the first of them.
+
+    The receiver is open before hypercorn starts, so a signal sent as soon as the URLs are printed is never lost
+    (nor kills the process with the default action).
+    """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()
-        async for signum in signals:
-            log.info("shutdown requested", extra={"signal": signal.Signals(signum).name})
-            return
+
+        async def _wait_for_signal() -> None:
+            async for signum in signals:
+                log.info("shutdown requested", extra={"signal": signal.Signals(signum).name})
+                return
+
+        yield _wait_for_signal
 
 
 async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller, list[str]], None] | None = None,
                            shutdown_trigger: Callable[..., Awaitable[None]] | None = None) -> None:
-    """Run the controller until ``shutdown_trigger`` returns (default: SIGINT or SIGTERM)."""
+    """Run the controller until ``shutdown_trigger`` returns (default: SIGINT or SIGTERM).
+
+    ``on_ready(controller, urls)`` is called once both APIs accept connections, with the bound base URLs (the real
+    port when ``settings.port`` is 0); without it the URLs are printed. On shutdown hypercorn stops accepting, lets
+    in-flight requests finish (up to its graceful timeout), then the API sessions' activity is persisted and the
+    services stop; every write acknowledged to a client is on disk by then.
+    """
     from web.app import create_app
 
-    pki = ensure_pki(settings.data_dir / "pki", settings.sans) if settings.tls else None
     controller = Controller.open(settings)
+    pki = controller.pki if settings.tls else None
     try:
         async with trio.open_nursery() as services:
             await services.start(controller.writer.run)
+            await services.start(controller.engine.run)
             result = await bootstrap(controller)
             if result.generated_password is not None:
-                print(f"Created the default admin '{result.username}' with password: {result.generated_password}")
-                print(f"  (also written to {settings.data_dir / 'admin-credentials'})")
+                print(f"Created the default admin '{result.username}' with password: {result.generated_password}",
+                      flush=True)
+                print(f"  (also written to {settings.data_dir / 'admin-credentials'})", flush=True)
             await services.start(controller.sessions.run)
-            controller.extras["pki"] = pki
             app = create_app(controller)
-            config = hypercorn_config(settings, pki)
-            trigger = shutdown_trigger or _wait_for_signal
-            async with trio.open_nursery() as web:
-                binds = await web.start(functools.partial(serve, app, config, shutdown_trigger=trigger))
-                scheme = "https" if pki else "http"
-                urls = [b.replace("http://", f"{scheme}://").replace("https://", f"{scheme}://") for b in binds]
-                if on_ready is not None:
-                    on_ready(controller, urls)
-                else:
-                    for url in urls:
-                        print(f"Management API: {url}/edge/management/v1")
-                        print(f"Client API:     {url}/edge/client/v1")
-                    if pki is not None:
-                        print(f"CA bundle:      {pki.ca_cert_path}")
-                log.info("controller started", extra={"urls": urls})
+            with ExitStack() as stack:
+                trigger = shutdown_trigger or stack.enter_context(_signal_trigger())
+                await _serve(controller, app, hypercorn_config(settings, pki), trigger, on_ready)
             # hypercorn has returned: no request is in flight; persist what only memory holds, then stop.
             await controller.sessions.flush()
             services.cancel_scope.cancel()
     finally:
         controller.close()
         log.info("controller stopped")
+
+
+async def _serve(controller: Controller, app: Any, config: Config, trigger: Callable[..., Awaitable[None]],
+                 on_ready: Callable[[Controller, list[str]], None] | None) -> None:
+    """Serve ``app`` with hypercorn until ``trigger`` returns and every in-flight request has finished."""
+    pki = controller.pki if controller.settings.tls else None
+    async with trio.open_nursery() as web:
+        binds = await web.start(functools.partial(serve, app, config, shutdown_trigger=trigger))
+        scheme = "https" if pki else "http"
+        urls = [b.replace("http://", f"{scheme}://").replace("https://", f"{scheme}://") for b in binds]
+        if on_ready is not None:
+            on_ready(controller, urls)
+        else:
+            # Flushed: whoever started us (a supervisor, a test) may be reading stdout through a pipe.
+            for url in urls:
+                print(f"Management API: {url}/edge/management/v1", flush=True)
+                print(f"Client API:     {url}/edge/client/v1", flush=True)
+            if pki is not None:
+                print(f"CA bundle:      {pki.ca_cert_path}", flush=True)
+        log.info("controller started", extra={"urls": urls})
 
 
 def run(settings: Settings) -> None:

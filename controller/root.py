@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.messages import ApiSessionEnded, Reevaluate
 from controller.auth import KIND as API_SESSIONS
 from controller.auth import ApiSessions
 from controller.clock import Clock
 from controller.domain import Domain
+from controller.mfa import MfaService
+from controller.pki import Pki, ensure_pki
+from controller.posture.engine import PostureEngine
 from controller.registry import Registry
 from controller.resources.catalog import build_registry
 from controller.resources.context import Change
@@ -21,6 +24,10 @@ from storage.store import Store
 __all__ = ["VERSION", "Controller"]
 
 VERSION = "0.1.0"
+
+# Kinds whose changes can alter any identity's access.
+_POLICY_KINDS = frozenset({"service-policies", "posture-checks", "services", "edge-router-policies",
+                           "service-edge-router-policies", "edge-routers"})
 
 
 @dataclass
@@ -34,6 +41,9 @@ class Controller:
     domain: Domain
     sessions: ApiSessions
     clock: Clock
+    engine: PostureEngine
+    mfa: MfaService = field(init=False)
+    pki: Pki = field(init=False)
     instance_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -41,21 +51,40 @@ class Controller:
     def open(cls, settings: Settings, clock: Clock | None = None) -> Controller:
         """Open (or create) the data directory. Call inside ``trio.run``; services are started by ``main``."""
         clock = clock or Clock()
+        # The CA exists whether or not we serve TLS: enrolment and the well-known CA store need it. Made first, so
+        # that a PKI error leaves nothing open.
+        pki = ensure_pki(settings.data_dir / "pki", settings.sans)
         registry = build_registry()
         store = Store(settings.data_dir / "db", registry.layouts(), durable=settings.durable)
         writer = Writer(store, in_thread=settings.worker_threads)
         domain = Domain(store, writer, registry, clock)
         sessions = ApiSessions(domain, settings.effective_session_timeout, hash_in_thread=settings.worker_threads,
                                max_concurrent_hashes=settings.max_concurrent_hashes)
-        controller = cls(settings, store, writer, registry, domain, sessions, clock)
+        engine = PostureEngine(domain)
+        controller = cls(settings, store, writer, registry, domain, sessions, clock, engine)
+        controller.mfa = MfaService(controller)
+        controller.pki = pki
         domain.subscribe(controller._on_changes)
         sessions.restore()
         return controller
 
     def _on_changes(self, changes: list[Change]) -> None:
+        """Tell the parts that keep derived state about committed writes."""
+        reevaluate: set[str] = set()
         for change in changes:
             if change.kind == API_SESSIONS and change.after is None:
                 self.sessions.forget(change.id)
+                identity_id = (change.before or {}).get("identityId")
+                if identity_id:
+                    self.engine.post(str(identity_id), ApiSessionEnded(change.id))
+            elif change.kind == "identities" and change.before is not None and (
+                    change.after is None or _access_fields(change.before) != _access_fields(change.after)):
+                reevaluate.add(change.id)
+            elif change.kind in _POLICY_KINDS:
+                # Policies or checks changed: every identity that can hold sessions re-checks them now.
+                reevaluate.update(self.sessions.identities())
+        for identity_id in reevaluate:
+            self.engine.post(identity_id, Reevaluate())
 
     def is_admin(self, identity_id: str) -> bool:
         with self.store.read() as txn:
@@ -66,5 +95,6 @@ class Controller:
         self.store.close()
 
 
-def random_password() -> str:
-    return secrets.token_urlsafe(18)
+def _access_fields(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The identity fields that decide which policies select it."""
+    return tuple(row.get("roleAttributes") or ()), row.get("isAdmin")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["Settings"]
@@ -23,6 +23,7 @@ class Settings:
             time cannot jump while a thread runs.
         durable: fsync every commit (only tests and benchmark baselines turn it off).
         admin_username, admin_password: the default admin's credentials on first start (random password if None).
+        max_concurrent_hashes: password verifications allowed at once (each scrypt holds 16 MiB and a core).
     """
 
     data_dir: Path = Path("data")
@@ -37,8 +38,8 @@ class Settings:
     admin_username: str = "admin"
     admin_password: str | None = None
     max_concurrent_hashes: int = 2
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def effective_session_timeout(self) -> float:
+        """The idle timeout in force: values under a minute fall back to 30 minutes, as in the reference."""
         return self.session_timeout if self.session_timeout >= 60 else 1800.0

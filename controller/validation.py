@@ -92,13 +92,17 @@ def validate_schema(validator: jsonschema.protocols.Validator, instance: Any, pr
 
 def schema_error(error: jsonschema.ValidationError, prefix: str = "") -> ApiError:
     """One jsonschema error as the reference controller's field cause."""
-    path = prefix + "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p))
+    path = prefix + "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i or prefix else str(p))
                             for i, p in enumerate(error.path))
     if error.validator == "required":
         missing = str(error.message).split("'")[1]
         field = f"{path}.{missing}" if path else missing
         return ApiError("COULD_NOT_VALIDATE", field_cause(field, f"{field} in body is required", None))
     field = path or "(root)"
+    if error.validator == "anyOf" and error.instance is not None:
+        # A nullable field whose value has the right type but breaks a rule of it (a bound): report that rule.
+        error = next((e for e in error.context or () if list(e.relative_schema_path)[:1] == [0]
+                      and not e.relative_path and e.validator not in ("type", "required")), error)
     kind = error.validator
     schema = error.schema if isinstance(error.schema, dict) else {}
     if kind == "type":

@@ -23,7 +23,10 @@ from typing import Any
 import lmdb
 import msgspec
 
-__all__ = ["KindLayout", "ReadTxn", "Store", "UniqueViolation", "WriteTxn"]
+__all__ = ["MAX_KEY_BYTES", "KindLayout", "ReadTxn", "Store", "UniqueViolation", "UnstorableValue", "WriteTxn"]
+
+# LMDB refuses empty keys and keys (or dupsort values) longer than its compiled-in limit with MDB_BAD_VALSIZE.
+MAX_KEY_BYTES = 511
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder()
@@ -61,8 +64,31 @@ class UniqueViolation(Exception):
         self.value = value
 
 
+class UnstorableValue(ValueError):
+    """A put would index a value LMDB cannot hold as a key: empty, or over :data:`MAX_KEY_BYTES` encoded."""
+
+    def __init__(self, kind: str, field: str, value: Any) -> None:
+        super().__init__(f"value {value!r} of {kind}.{field} cannot be indexed")
+        self.kind = kind
+        self.field = field
+        self.value = value
+        self.empty = str(value) == ""
+
+
+class _Ended:
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("the transaction has ended")
+
+
+_ENDED: Any = _Ended()
+
+
 def _key(value: Any) -> bytes:
     return str(value).encode()
+
+
+def _storable(key: bytes) -> bool:
+    return 0 < len(key) <= MAX_KEY_BYTES
 
 
 class ReadTxn:
@@ -70,10 +96,27 @@ class ReadTxn:
 
     def __init__(self, store: Store, txn: lmdb.Transaction) -> None:
         self._store = store
-        self._txn = txn
+        self._txn: Any = txn
+        self._cursors: list[lmdb.Cursor] = []
+
+    def release(self) -> None:
+        """Forget the ended transaction; any later use raises instead of reading a stale snapshot."""
+        self._txn = _ENDED
+
+    def close_cursors(self) -> None:
+        """Close the cursors of unfinished scans; called when the transaction ends."""
+        for cursor in self._cursors:
+            cursor.close()
+        self._cursors.clear()
+
+    # Lookups by a value that no put could have stored (an empty or overlong id or name from a request) find
+    # nothing, instead of reaching LMDB, which would raise.
 
     def get(self, kind: str, row_id: str) -> dict[str, Any] | None:
-        data = self._txn.get(_key(row_id), db=self._store.rows_db(kind))
+        key = _key(row_id)
+        if not _storable(key):
+            return None
+        data = self._txn.get(key, db=self._store.rows_db(kind))
         return None if data is None else dict(decode(data))
 
     def get_many(self, kind: str, ids: Iterable[str]) -> list[dict[str, Any]]:
@@ -81,17 +124,23 @@ class ReadTxn:
         db = self._store.rows_db(kind)
         rows = []
         for row_id in ids:
-            data = self._txn.get(_key(row_id), db=db)
+            key = _key(row_id)
+            data = self._txn.get(key, db=db) if _storable(key) else None
             if data is not None:
                 rows.append(dict(decode(data)))
         return rows
 
     def exists(self, kind: str, row_id: str) -> bool:
-        return self._txn.get(_key(row_id), db=self._store.rows_db(kind)) is not None
+        key = _key(row_id)
+        return _storable(key) and self._txn.get(key, db=self._store.rows_db(kind)) is not None
 
     def scan(self, kind: str) -> Iterator[dict[str, Any]]:
-        """Every row of the kind, in id byte order."""
-        with self._txn.cursor(db=self._store.rows_db(kind)) as cursor:
+        """Every row of the kind, in id byte order (valid only while the transaction is open)."""
+        cursor = self._txn.cursor(db=self._store.rows_db(kind))
+        # A cursor left open by an unfinished iteration would pin its reader slot after the transaction ends
+        # (py-lmdb keeps the slot while any cursor lives), so the transaction closes its cursors when it ends.
+        self._cursors.append(cursor)
+        with cursor:
             for _key_bytes, data in cursor:
                 yield dict(decode(data))
 
@@ -103,7 +152,10 @@ class ReadTxn:
         return int(self._txn.stat(self._store.rows_db(kind))["entries"])
 
     def by_unique(self, kind: str, field: str, value: Any) -> str | None:
-        data = self._txn.get(_key(value), db=self._store.index_db("u", kind, field))
+        key = _key(value)
+        if not _storable(key):
+            return None
+        data = self._txn.get(key, db=self._store.index_db("u", kind, field))
         return None if data is None else _text(data)
 
     def ids_by_set(self, kind: str, field: str, element: str) -> list[str]:
@@ -122,8 +174,11 @@ class ReadTxn:
         return None if data is None else decode(data)
 
     def _dups(self, db: Any, value: Any) -> list[str]:
+        key = _key(value)
+        if not _storable(key):
+            return []
         with self._txn.cursor(db=db) as cursor:
-            if not cursor.set_key(_key(value)):
+            if not cursor.set_key(key):
                 return []
             return [_text(v) for v in cursor.iternext_dup()]
 
@@ -132,9 +187,15 @@ class WriteTxn(ReadTxn):
     """A write transaction: puts and deletes keep every index of the kind in step."""
 
     def put(self, kind: str, row: Mapping[str, Any]) -> None:
-        """Store ``row`` (replacing the row with its id), updating indexes; raises :class:`UniqueViolation`."""
+        """Store ``row`` (replacing the row with its id), updating indexes.
+
+        Raises:
+            UniqueViolation: a unique field's value is held by another row.
+            UnstorableValue: the id or an indexed value is empty or too long to be a key. Nothing is written.
+        """
         layout = self._store.layout(kind)
         row_id = str(row["id"])
+        _check_keys(layout, row)
         old = self.get(kind, row_id)
         for field in layout.unique:
             value = row.get(field)
@@ -187,6 +248,20 @@ class WriteTxn(ReadTxn):
                 self._txn.delete(_key(row[field]), row_id, db=self._store.index_db("f", layout.kind, field))
 
 
+def _check_keys(layout: KindLayout, row: Mapping[str, Any]) -> None:
+    """Refuse a row whose id or indexed values LMDB cannot store, before anything is written."""
+    if not _storable(_key(row["id"])):
+        raise UnstorableValue(layout.kind, "id", row["id"])
+    for field in (*layout.unique, *layout.refs):
+        value = row.get(field)
+        if value is not None and not _storable(_key(value)):
+            raise UnstorableValue(layout.kind, field, value)
+    for field in layout.sets:
+        for element in row.get(field) or ():
+            if not _storable(_key(element)):
+                raise UnstorableValue(layout.kind, field, element)
+
+
 class Store:
     """An LMDB environment holding every kind described by ``layouts``.
 
@@ -227,10 +302,15 @@ class Store:
     def read(self) -> Iterator[ReadTxn]:
         """A read transaction over one consistent snapshot; cheap enough to open per request."""
         txn = self.env.begin(write=False)
+        reader = ReadTxn(self, txn)
         try:
-            yield ReadTxn(self, txn)
+            yield reader
         finally:
+            reader.close_cursors()
             txn.abort()
+            # py-lmdb keeps a read transaction's reader slot while the Transaction object lives, even after
+            # abort; a suspended scan or a lingering context must not pin it, so drop our reference now.
+            reader.release()
 
     def begin_write(self, parent: WriteTxn | None = None) -> tuple[WriteTxn, lmdb.Transaction]:
         """Open a write transaction (nested under ``parent`` when given). Only the writer calls this."""

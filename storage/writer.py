@@ -45,9 +45,11 @@ def run_batch(store: Store, mutations: Sequence[Mutation]) -> list[Outcome]:
             try:
                 value = mutation(child)
             except Exception as exc:  # the mutation's own failure: roll back only its writes
+                child.close_cursors()
                 raw_child.abort()
                 outcomes.append(Outcome(error=exc))
             else:
+                child.close_cursors()
                 raw_child.commit()
                 outcomes.append(Outcome(value=value))
         raw_parent.commit()

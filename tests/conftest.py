@@ -1,125 +1,26 @@
-"""Shared fixtures: a controller on a temporary data directory and an in-process HTTP client for both APIs."""
+"""Shared fixtures: a controller on a temporary data directory and in-process clients for both APIs."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import pytest
 import trio
 
-from controller.bootstrap import bootstrap
 from controller.root import Controller
-from controller.settings import Settings
+from tests.support import (  # noqa: F401  (re-exported for test modules that import from conftest)
+    ADMIN_PASSWORD,
+    ADMIN_USERNAME,
+    CLIENT,
+    MGMT,
+    Api,
+    Reply,
+    make_settings,
+    make_user,
+    start_controller,
+)
 from web.app import create_app
-
-ADMIN_USERNAME = "admin"
-ADMIN_PASSWORD = "admin-password"
-MGMT = "/edge/management/v1"
-CLIENT = "/edge/client/v1"
-
-
-def make_settings(data_dir: Path, **overrides: Any) -> Settings:
-    base: dict[str, Any] = {"data_dir": data_dir, "tls": False, "worker_threads": False, "durable": False,
-                            "admin_username": ADMIN_USERNAME, "admin_password": ADMIN_PASSWORD}
-    base.update(overrides)
-    return Settings(**base)
-
-
-@dataclass
-class Reply:
-    """A response: status, headers and the decoded JSON body (None when the body is empty or not JSON)."""
-
-    status: int
-    headers: Any
-    body: Any
-    raw: bytes = b""
-
-    @property
-    def data(self) -> Any:
-        return self.body["data"]
-
-    @property
-    def error(self) -> Any:
-        return self.body["error"]
-
-
-@dataclass
-class Api:
-    """An in-process client; ``token`` is sent as ``zt-session`` when set."""
-
-    app: Any
-    base: str = MGMT
-    token: str | None = None
-    controller: Controller | None = None
-    extra_headers: dict[str, str] = field(default_factory=dict)
-
-    async def request(self, method: str, path: str, json: Any = None, *, raw: bytes | None = None,
-                      headers: dict[str, str] | None = None, query: dict[str, Any] | None = None,
-                      base: str | None = None) -> Reply:
-        client = self.app.test_client()
-        all_headers = dict(self.extra_headers)
-        if self.token:
-            all_headers["zt-session"] = self.token
-        if headers:
-            all_headers.update(headers)
-        data = raw
-        if json is not None:
-            data = msgspec.json.encode(json)
-            all_headers.setdefault("Content-Type", "application/json")
-        response = await client.open((base if base is not None else self.base) + path, method=method, data=data,
-                                     headers=all_headers, query_string=query)
-        body_bytes = await response.get_data()
-        try:
-            body = msgspec.json.decode(body_bytes) if body_bytes else None
-        except msgspec.DecodeError:
-            body = None
-        return Reply(response.status_code, response.headers, body, body_bytes)
-
-    async def get(self, path: str, **kw: Any) -> Reply:
-        return await self.request("GET", path, **kw)
-
-    async def post(self, path: str, json: Any = None, **kw: Any) -> Reply:
-        return await self.request("POST", path, json, **kw)
-
-    async def put(self, path: str, json: Any = None, **kw: Any) -> Reply:
-        return await self.request("PUT", path, json, **kw)
-
-    async def patch(self, path: str, json: Any = None, **kw: Any) -> Reply:
-        return await self.request("PATCH", path, json, **kw)
-
-    async def delete(self, path: str, **kw: Any) -> Reply:
-        return await self.request("DELETE", path, **kw)
-
-    def as_client(self) -> Api:
-        return Api(self.app, CLIENT, self.token, self.controller)
-
-    def with_token(self, token: str | None) -> Api:
-        return Api(self.app, self.base, token, self.controller)
-
-    async def login(self, username: str, password: str) -> Api:
-        """A new client logged in as ``username``; fails the test if the login fails."""
-        reply = await self.with_token(None).post("/authenticate", {"username": username, "password": password},
-                                                 query={"method": "password"})
-        assert reply.status == 200, reply.body
-        return self.with_token(reply.data["token"])
-
-    async def create(self, path: str, body: dict[str, Any]) -> str:
-        """POST a resource and return its id; fails the test unless 201."""
-        reply = await self.post(path, body)
-        assert reply.status == 201, reply.body
-        return str(reply.data["id"])
-
-
-async def start_controller(settings: Settings, nursery: trio.Nursery) -> Controller:
-    controller = Controller.open(settings)
-    await nursery.start(controller.writer.run)
-    await bootstrap(controller)
-    await nursery.start(controller.sessions.run)
-    return controller
 
 
 @pytest.fixture
@@ -135,11 +36,3 @@ async def anon(controller: Controller) -> Api:
 @pytest.fixture
 async def admin(anon: Api) -> Api:
     return await anon.login(ADMIN_USERNAME, ADMIN_PASSWORD)
-
-
-async def make_user(admin: Api, name: str, password: str = "user-password", **fields: Any) -> tuple[str, Api]:
-    """Create a non-admin identity with a password and return (identity id, logged-in client)."""
-    identity_id = await admin.create("/identities", {"name": name, "type": "User", "isAdmin": False, **fields})
-    await admin.create("/authenticators", {"identityId": identity_id, "method": "updb", "username": name,
-                                           "password": password})
-    return identity_id, await admin.login(name, password)

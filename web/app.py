@@ -29,7 +29,7 @@ log = logging.getLogger("tollgate.access")
 
 def create_app(controller: Controller) -> QuartTrio:
     """Build the application for one controller; routes derive from its registry."""
-    from web import auth_routes, info_routes
+    from web import auth_routes, client_routes, identity_routes, info_routes, mfa_routes, posture_routes
 
     app = QuartTrio("tollgate")
     app.config["MAX_CONTENT_LENGTH"] = controller.settings.max_body_bytes
@@ -44,6 +44,10 @@ def create_app(controller: Controller) -> QuartTrio:
         length = request.content_length
         if length is not None and length > controller.settings.max_body_bytes:
             return render_error(ApiError("REQUEST_TOO_LARGE"))
+        if length is None:
+            # A chunked body announces no size: read it now (Quart stops at MAX_CONTENT_LENGTH and raises 413),
+            # so an oversized one is refused before the handler does anything.
+            await request.get_data()
         return None
 
     @app.after_request
@@ -65,6 +69,11 @@ def create_app(controller: Controller) -> QuartTrio:
     for api, bp in (("management", management), ("client", client)):
         auth_routes.register(bp, routes, controller, api)
         info_routes.register(bp, routes, controller, api)
+        mfa_routes.register(bp, routes, controller, api)
+    identity_routes.register(management, routes, controller)
+    client_routes.register(client, routes, controller)
+    posture_routes.register(management, routes, controller)
+    posture_routes.register_client(client, routes, controller)
     info_routes.register_root(root, controller)
     app.extensions["tollgate_routes"] = routes
     app.register_blueprint(management)

@@ -9,6 +9,7 @@ from quart import Blueprint, Response, request
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause
 from controller.login import login_password
+from controller.mfa import MFA_AUTH_QUERY
 from controller.present import present
 from controller.root import Controller
 from web.auth import require_session
@@ -35,12 +36,14 @@ def current_session_detail(controller: Controller, session_id: str) -> dict[str,
     out["expirationSeconds"] = int(controller.sessions.timeout)
     out["isMfaRequired"] = live.mfa_required
     out["isMfaComplete"] = live.mfa_complete
+    out["authQueries"] = [dict(MFA_AUTH_QUERY)] if live.partial else []
     return out
 
 
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
-    def add(method: str, path: str, operation_id: str, tag: str, handler: Any, admin: bool = False) -> None:
-        routes.add(bp, RouteInfo(api, method, path, f"{operation_id}", tag, admin=admin), handler)
+    def add(method: str, path: str, operation_id: str, tag: str, handler: Any, admin: bool = False,
+            **details: Any) -> None:
+        routes.add(bp, RouteInfo(api, method, path, f"{operation_id}", tag, admin=admin, **details), handler)
 
     async def authenticate() -> Response:
         method = request.args.get("method")
@@ -69,7 +72,8 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         session = require_session(controller)
         return ok(controller.domain.detail("identities", session.identity_id))
 
-    add("POST", "/authenticate", "authenticate", "Authentication", authenticate)
+    add("POST", "/authenticate", "authenticate", "Authentication", authenticate, session=False,
+        query={"method": {"type": "string", "enum": ["password", "cert", "ext-jwt"], "required": True}})
     add("GET", "/current-api-session", "getCurrentAPISession", "Current API Session", get_current_api_session)
     add("DELETE", "/current-api-session", "deleteCurrentApiSession", "Current API Session",
         delete_current_api_session)

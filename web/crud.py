@@ -7,7 +7,7 @@ association lists ``GET /{kind}/{id}/{path}``, and the kind's role-attributes li
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,16 @@ class RouteInfo:
     admin: bool = True
     summary: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # What the OpenAPI document says about a custom operation; generic ones (``kind`` set) derive all of this from
+    # the resource spec. ``admin`` implies ``session``.
+    session: bool = True  # needs a zt-session header
+    body: Mapping[str, Any] | None = None  # JSON schema of the request body
+    data: Mapping[str, Any] | None = None  # JSON schema of the answer's ``data`` (of the whole answer when raw)
+    status: int = 200  # status of a successful answer
+    query: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> schema, plus "required": True
+    paged: bool = False  # takes the list parameters (limit, offset, filter, sort)
+    produces: str = "application/json"  # media type of a successful answer
+    raw: bool = False  # the answer is the bare ``data`` value, not wrapped in the envelope
 
 
 class Routes(list[RouteInfo]):

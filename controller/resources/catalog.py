@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from controller.registry import Registry
 from controller.resources.associations import ASSOCIATIONS
+from controller.resources.configs import CONFIG_TYPES, CONFIGS
+from controller.resources.edge_sessions import SESSIONS
 from controller.resources.identities import IDENTITIES, IDENTITY_TYPES
+from controller.resources.jwt_signers import EXTERNAL_JWT_SIGNERS
 from controller.resources.posture_checks import POSTURE_CHECK_TYPES, POSTURE_CHECKS
+from controller.resources.router_policies import EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES
+from controller.resources.routers import EDGE_ROUTERS, ROUTERS
 from controller.resources.services import SERVICE_POLICIES, SERVICES
 from controller.resources.sessions import API_SESSIONS, AUTH_POLICIES, AUTHENTICATORS
 from controller.resources.spec import Resource
+from controller.resources.terminators import TERMINATORS
 from storage.store import KindLayout
 
 __all__ = ["RESOURCES", "build_registry"]
@@ -23,10 +29,20 @@ RESOURCES: tuple[Resource, ...] = (
     API_SESSIONS,
     AUTHENTICATORS,
     AUTH_POLICIES,
+    SESSIONS,
+    EDGE_ROUTERS,
+    ROUTERS,
+    EDGE_ROUTER_POLICIES,
+    SERVICE_EDGE_ROUTER_POLICIES,
+    TERMINATORS,
+    CONFIG_TYPES,
+    CONFIGS,
+    EXTERNAL_JWT_SIGNERS,
 )
 
-# Kinds kept in storage that are not resources of their own: MFA enrolments (keyed by identity id).
-INTERNAL: tuple[KindLayout, ...] = (KindLayout("mfa"),)
+# Kinds kept in storage that are not resources of their own, keyed by identity id: MFA enrolments and the posture
+# engine's per-identity state.
+INTERNAL: tuple[KindLayout, ...] = (KindLayout("mfa"), KindLayout("posture-state"))
 
 
 def build_registry() -> Registry:

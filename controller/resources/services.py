@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from controller.resources.configs import check_service_configs
 from controller.resources.context import ReadContext
 from controller.resources.fields import (
     ATTRIBUTES,
@@ -36,13 +37,13 @@ SERVICES = Resource(
         NAME,
         bool_field("encryptionRequired", required=frozenset({Mode.CREATE}), writable=CREATE_ONLY, default=True),
         int_field("maxIdleTimeMillis", default=0),
-        string_list("configs", default=list),
+        string_list("configs", default=list, indexed_set=True),
         ATTRIBUTES,
         string_field("terminatorStrategy", default="smartrouting"),
     ),
     role_attributes_path="service-role-attributes",
     role_filter=True,
-    hooks=Hooks(present=_service_present),
+    hooks=Hooks(validate=check_service_configs, present=_service_present),
 )
 
 _POLICY_TYPE_NUMBERS = {"Dial": 1, "Bind": 2}

@@ -18,10 +18,11 @@ def _api_session_present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str
     out.setdefault("authQueries", [])
     out.setdefault("configTypes", [])
     out["cachedLastActivityAt"] = row.get("lastActivityAt")
+    out["cachedUpdatedAt"] = row.get("updatedAt")
 
 
 API_SESSIONS = Resource(
-    kind="api-sessions", singular="apiSession", op_name="ApiSession", op_plural="ApiSessions", tag="API Session",
+    kind="api-sessions", singular="apiSession", op_name="APISessions", op_plural="APISessions", tag="API Session",
     body_name="apiSession",
     fields=(
         string_field("token", writable=frozenset({Mode.CREATE})),

@@ -1,0 +1,103 @@
+"""Every message an identity actor receives: frozen data, dispatched with ``match`` in the state machine.
+
+Posture payloads are plain mappings in wire names (as the Client API received them, already validated), so this
+module depends on nothing above it. Replies travel through a :class:`~actors.registry.OneShot`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from actors.registry import OneShot
+
+__all__ = [
+    "ApiSessionEnded",
+    "ApiSessionStarted",
+    "CreateSession",
+    "DeadlineReached",
+    "EndpointStateReported",
+    "IdentityMessage",
+    "MfaPassed",
+    "MfaRemoved",
+    "PostureReported",
+    "ReadState",
+    "Reevaluate",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PostureReported:
+    """One or more posture responses (OS, MAC, DOMAIN, PROCESS) from an API session, received at ``now``."""
+
+    api_session_id: str
+    responses: tuple[Mapping[str, Any], ...]
+    reply: OneShot[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointStateReported:
+    """The endpoint woke and/or was unlocked (only ``True`` flags count)."""
+
+    api_session_id: str
+    woken: bool
+    unlocked: bool
+    reply: OneShot[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MfaPassed:
+    """The API session proved MFA (TOTP or a recovery code)."""
+
+    api_session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MfaRemoved:
+    """The identity removed its own MFA: every API session loses its MFA pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSessionStarted:
+    api_session_id: str
+    sdk_info: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSessionEnded:
+    api_session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineReached:
+    """The scheduler woke the actor at the deadline it had armed."""
+
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reevaluate:
+    """Policies, posture checks or the identity's roles changed: check every session again."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSession:
+    """Decide a Dial/Bind session request and, when granted, create the session in the actor's order."""
+
+    api_session_id: str
+    service_id: str
+    session_type: str
+    tags: Mapping[str, Any]
+    reply: OneShot[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadState:
+    """Reply with the actor's current state (a consistent view after every earlier message)."""
+
+    reply: OneShot[Any]
+
+
+IdentityMessage = (PostureReported | EndpointStateReported | MfaPassed | MfaRemoved | ApiSessionStarted
+                   | ApiSessionEnded | DeadlineReached | Reevaluate | CreateSession | ReadState)

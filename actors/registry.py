@@ -1,0 +1,208 @@
+"""Actors keyed by id: spawned on their first message, passivated when idle, restarted after a crash.
+
+The runtime is generic: a :class:`Behavior` supplies the pure transition (``handle``), the next deadline, how to
+load persisted state and how to carry out effects. Each live actor is one Trio task reading its own
+:class:`~actors.mailbox.Mailbox`; all deadlines share one :class:`~actors.scheduler.Scheduler` heap, which posts a
+deadline message into the actor's mailbox (spawning the actor if it was passivated).
+
+An actor passivates as soon as its mailbox is empty and it has no deadline: its state is persisted by ``perform``
+after every change, so the next message simply loads it again. One actor's exception is logged and the actor is
+restarted from persisted state; the message that raised is dropped, the rest of its mailbox is kept. ``Cancelled``
+always propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import trio
+
+from actors.mailbox import Mailbox
+from actors.scheduler import Scheduler
+
+__all__ = ["ActorRegistry", "Behavior", "OneShot"]
+
+log = logging.getLogger("tollgate.actors")
+
+S = TypeVar("S")
+M = TypeVar("M")
+E = TypeVar("E")
+T = TypeVar("T")
+
+
+class OneShot(Generic[T]):
+    """A reply slot of size one: the actor calls :meth:`send` once, the asker awaits :meth:`receive`."""
+
+    __slots__ = ("_event", "_value")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: T | None = None
+
+    def send(self, value: T) -> None:
+        self._value = value
+        self._event.set()
+
+    async def receive(self) -> T:
+        await self._event.wait()
+        return self._value  # type: ignore[return-value]
+
+
+class Behavior(Protocol[S, M, E]):
+    """What an actor does; everything but :meth:`perform` is pure and synchronous."""
+
+    def load(self, key: str) -> S:
+        """The persisted state of ``key`` (a fresh one when nothing is stored)."""
+
+    def handle(self, state: S, message: M, now: float) -> tuple[S, Sequence[E]]:
+        """The transition: new state and the effects to carry out."""
+
+    def next_deadline(self, state: S) -> float | None:
+        """The wall-clock instant at which this actor must next be woken, if any."""
+
+    def deadline_message(self, deadline: float) -> M:
+        """The message posted when the deadline armed at ``deadline`` is reached."""
+
+    async def perform(self, key: str, before: S, after: S, effects: Sequence[E]) -> S:
+        """Carry out effects (persist, revoke, notify) in the actor's task; returns the state to keep.
+
+        The returned state is ``after`` or ``after`` enriched with what only the shell can know (for example the
+        next deadline derived from the current policies); it must not undo the transition.
+        """
+
+
+@dataclass(slots=True)
+class _Actor(Generic[S]):
+    mailbox: Mailbox[Any]
+    running: bool = False
+    generation: int = 0
+    deadline: float | None = None
+
+
+class ActorRegistry(Generic[S, M, E]):
+    """Owns every actor of one behaviour.
+
+    Args:
+        behavior: the actor logic.
+        now: wall-clock time (the controller's clock), passed to ``handle``.
+        to_trio: converts a wall-clock deadline into Trio time for the scheduler.
+    """
+
+    def __init__(self, behavior: Behavior[S, M, E], now: Callable[[], float],
+                 to_trio: Callable[[float], float]) -> None:
+        self._behavior = behavior
+        self._now = now
+        self._to_trio = to_trio
+        self._actors: dict[str, _Actor[S]] = {}
+        self._scheduler: Scheduler[str] = Scheduler(self._deadline_reached)
+        self._nursery: trio.Nursery | None = None
+        self.spawned = 0
+        self.crashed = 0
+        self.handled = 0
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Host the actors and the scheduler until cancelled."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self._scheduler.run)
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def statistics(self) -> dict[str, int]:
+        """Live actors, pending deadlines, and counters since start."""
+        return {"live": sum(1 for a in self._actors.values() if a.running), "known": len(self._actors),
+                "spawned": self.spawned, "crashed": self.crashed, "handled": self.handled,
+                **{f"scheduler_{k}": v for k, v in self._scheduler.statistics().items()}}
+
+    def post(self, key: str, message: M) -> None:
+        """Deliver ``message`` to the actor ``key``, spawning it if it is not running. Never blocks."""
+        actor = self._actors.get(key)
+        if actor is None:
+            actor = self._actors[key] = _Actor(Mailbox())
+        actor.mailbox.put_nowait(message)
+        if not actor.running:
+            self._spawn(key, actor)
+
+    async def ask(self, key: str, make: Callable[[OneShot[T]], M]) -> T:
+        """Post the message ``make(reply)`` and wait for the actor's reply."""
+        reply: OneShot[T] = OneShot()
+        self.post(key, make(reply))
+        return await reply.receive()
+
+    def arm(self, key: str, deadline: float) -> None:
+        """Arm a deadline for an actor that is not running (restore after a restart)."""
+        actor = self._actors.get(key)
+        if actor is None:
+            actor = self._actors[key] = _Actor(Mailbox())
+        self._set_deadline(key, actor, deadline)
+
+    def _spawn(self, key: str, actor: _Actor[S]) -> None:
+        if self._nursery is None:
+            raise RuntimeError("the actor registry is not running")
+        actor.running = True
+        self.spawned += 1
+        self._nursery.start_soon(self._actor_task, key, actor)
+
+    def _set_deadline(self, key: str, actor: _Actor[S], deadline: float | None) -> None:
+        if deadline == actor.deadline:
+            return
+        actor.deadline = deadline
+        actor.generation += 1
+        if deadline is None:
+            self._scheduler.disarm(key)
+        else:
+            self._scheduler.arm(key, self._to_trio(deadline), actor.generation)
+
+    def _deadline_reached(self, key: str, generation: int) -> None:
+        actor = self._actors.get(key)
+        if actor is None or actor.generation != generation or actor.deadline is None:
+            return
+        deadline = actor.deadline
+        actor.deadline = None
+        self.post(key, self._behavior.deadline_message(deadline))
+
+    async def _actor_task(self, key: str, actor: _Actor[S]) -> None:
+        behavior = self._behavior
+        consumed = False
+        try:
+            state = behavior.load(key)
+            while True:
+                consumed = False
+                try:
+                    message = actor.mailbox.get_nowait()
+                except trio.WouldBlock:
+                    if actor.deadline is None:
+                        return  # passivate: nothing queued, nothing to wake for
+                    message = await actor.mailbox.get()
+                consumed = True
+                new_state, effects = behavior.handle(state, message, self._now())
+                self.handled += 1
+                if effects or new_state is not state:
+                    new_state = await behavior.perform(key, state, new_state, effects)
+                state = new_state
+                deadline = behavior.next_deadline(state)
+                self._set_deadline(key, actor, deadline)
+        except Exception:
+            # The actor boundary: one identity's failure must not take down the others.
+            self.crashed += 1
+            log.exception("actor crashed; restarting from persisted state", extra={"actor": key})
+            actor.running = False
+            if not consumed and len(actor.mailbox):
+                actor.mailbox.get_nowait()  # the state could not even load: drop one message so this ends
+            if len(actor.mailbox) or actor.deadline is not None:
+                self._spawn(key, actor)
+            return
+        finally:
+            if actor.running and not (len(actor.mailbox) or actor.deadline is not None):
+                actor.running = False
+                if actor.deadline is None and not len(actor.mailbox):
+                    self._actors.pop(key, None)
+
+    def live(self, key: str) -> bool:
+        actor = self._actors.get(key)
+        return bool(actor and actor.running)
+
+

@@ -1,0 +1,139 @@
+"""Access decisions: which service policies link an identity to a service, and whether their posture checks pass.
+
+Pure functions of a read snapshot, the identity's posture data and ``now``. Access for a session type is granted
+when at least one service policy of that type linking the identity and the service passes; a policy passes when
+all its checks pass, so a policy with no checks always passes. When no posture check exists at all, nothing is
+evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.policies import selected_ids, selecting_policy_ids
+from controller.posture.evaluate import CheckResult, MfaState, PostureData, evaluate_check, failure_entry
+from controller.resources.context import ReadContext
+
+__all__ = [
+    "AccessDecision",
+    "PolicyResult",
+    "evaluate_access",
+    "linking_policies",
+    "mfa_checks_for",
+    "permissions",
+    "policy_checks",
+    "service_permissions_map",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyResult:
+    """One policy's verdict and the result of each of its checks (by check id)."""
+
+    policy: Mapping[str, Any]
+    passing: bool
+    checks: tuple[tuple[Mapping[str, Any], CheckResult], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AccessDecision:
+    """The verdict on (identity, service, session type).
+
+    Attributes:
+        linked: at least one policy of the type links identity and service (otherwise the service is not
+            permitted for that type at all).
+        granted: at least one of those policies passes.
+        policies: every policy of the type that links them, with its check results.
+        timed_out: the MFA checks whose timeout elapsed (the caller marks the API session's MFA timed out).
+    """
+
+    linked: bool
+    granted: bool
+    policies: tuple[PolicyResult, ...] = ()
+    timed_out: bool = False
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def passing_policy_ids(self) -> list[str]:
+        return [str(p.policy["id"]) for p in self.policies if p.passing]
+
+
+def linking_policies(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any],
+                     session_type: str | None = None) -> list[dict[str, Any]]:
+    """Service policies (of ``session_type`` when given) selecting both the identity and the service.
+
+    Both sides come from the role index, so the cost does not grow with the number of policies.
+    """
+    ids = (selecting_policy_ids(ctx, "service-policies", "identities", identity)
+           & selecting_policy_ids(ctx, "service-policies", "services", service))
+    return [p for p in ctx.txn.get_many("service-policies", sorted(ids))
+            if session_type is None or p.get("type") == session_type]
+
+
+def permissions(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any]) -> list[str]:
+    """``Dial``/``Bind`` the identity has on the service through any policy, in that order."""
+    types = {str(p.get("type")) for p in linking_policies(ctx, identity, service)}
+    return [t for t in ("Dial", "Bind") if t in types]
+
+
+def policy_checks(ctx: ReadContext, policy: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The posture checks a service policy selects through its ``postureCheckRoles``."""
+    if not policy.get("postureCheckRoles"):
+        return []
+    return ctx.txn.get_many("posture-checks", sorted(selected_ids(ctx, "service-policies", policy,
+                                                                  "posture-checks")))
+
+
+def mfa_checks_for(ctx: ReadContext, identity: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every MFA check of every service policy that selects the identity (the checks that can time it out)."""
+    checks: dict[str, dict[str, Any]] = {}
+    policy_ids = selecting_policy_ids(ctx, "service-policies", "identities", identity)
+    for policy in ctx.txn.get_many("service-policies", sorted(policy_ids)):
+        for check in policy_checks(ctx, policy):
+            if check.get("typeId") == "MFA":
+                checks[str(check["id"])] = check
+    return list(checks.values())
+
+
+def evaluate_access(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any], session_type: str,
+                    posture: PostureData, mfa: MfaState | None, now: float) -> AccessDecision:
+    """Decide access for one session type; checks shared by several policies are evaluated once."""
+    txn = ctx.txn
+    policies = linking_policies(ctx, identity, service, session_type)
+    if not policies:
+        return AccessDecision(False, False)
+    if txn.count("posture-checks") == 0:
+        results = tuple(PolicyResult(p, True, ()) for p in policies)
+        return AccessDecision(True, True, results)
+    cache: dict[str, CheckResult] = {}
+    results_list: list[PolicyResult] = []
+    timed_out = False
+    for policy in policies:
+        checked = []
+        for check in policy_checks(ctx, policy):
+            check_id = str(check["id"])
+            result = cache.get(check_id)
+            if result is None:
+                result = cache[check_id] = evaluate_check(check, posture, mfa, now)
+            timed_out = timed_out or result.timed_out
+            checked.append((check, result))
+        results_list.append(PolicyResult(policy, all(r.passing for _, r in checked), tuple(checked)))
+    granted = any(r.passing for r in results_list)
+    failures = [] if granted else [
+        {"policyId": r.policy["id"], "policyName": r.policy.get("name", ""),
+         "checks": [failure_entry(c, res) for c, res in r.checks if not res.passing]}
+        for r in results_list
+    ]
+    return AccessDecision(True, granted, tuple(results_list), timed_out, failures)
+
+
+def service_permissions_map(ctx: ReadContext, identity: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Every service the identity may use, with its session types, from the policies that select it."""
+    found: dict[str, set[str]] = {}
+    policy_ids = selecting_policy_ids(ctx, "service-policies", "identities", identity)
+    for policy in ctx.txn.get_many("service-policies", sorted(policy_ids)):
+        for service_id in selected_ids(ctx, "service-policies", policy, "services"):
+            found.setdefault(service_id, set()).add(str(policy.get("type")))
+    return found

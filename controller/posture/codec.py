@@ -1,0 +1,55 @@
+"""An identity's posture state to and from the plain mapping stored in LMDB (msgpack-friendly)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from controller.posture.evaluate import DomainRecord, MacRecord, MfaState, OsRecord, PostureData, ProcessRecord
+from controller.posture.machine import IdentityState, SessionPosture
+
+__all__ = ["decode_state", "encode_state"]
+
+
+def _record(value: Any) -> dict[str, Any] | None:
+    return None if value is None else asdict(value)
+
+
+def encode_state(state: IdentityState) -> dict[str, Any]:
+    """The stored row of an identity's posture state (keyed by the identity id)."""
+    posture = state.posture
+    return {
+        "id": state.identity_id,
+        "os": _record(posture.os),
+        "mac": _record(posture.mac),
+        "domain": _record(posture.domain),
+        "processes": {k: asdict(v) for k, v in posture.processes.items()},
+        "processPaths": {k: asdict(v) for k, v in posture.process_paths.items()},
+        "sessions": {k: {"mfa": asdict(v.mfa), "sdkInfo": dict(v.sdk_info)} for k, v in state.sessions.items()},
+        "failures": [dict(f) for f in state.failures],
+        "lastChangeAt": state.last_change_at,
+        "deadline": state.deadline,
+    }
+
+
+def _process(data: Mapping[str, Any]) -> ProcessRecord:
+    return ProcessRecord(**{**data, "signer_fingerprints": tuple(data.get("signer_fingerprints") or ())})
+
+
+def decode_state(identity_id: str, row: Mapping[str, Any] | None) -> IdentityState:
+    """The state stored in ``row``; a fresh state when there is none."""
+    if row is None:
+        return IdentityState(identity_id)
+    mac = row.get("mac")
+    posture = PostureData(
+        os=OsRecord(**row["os"]) if row.get("os") else None,
+        mac=MacRecord(**{**mac, "addresses": tuple(mac.get("addresses") or ())}) if mac else None,
+        domain=DomainRecord(**row["domain"]) if row.get("domain") else None,
+        processes={k: _process(v) for k, v in (row.get("processes") or {}).items()},
+        process_paths={k: _process(v) for k, v in (row.get("processPaths") or {}).items()},
+    )
+    sessions = {k: SessionPosture(MfaState(**v["mfa"]), dict(v.get("sdkInfo") or {}))
+                for k, v in (row.get("sessions") or {}).items()}
+    return IdentityState(identity_id, posture, sessions, tuple(row.get("failures") or ()), row.get("lastChangeAt"),
+                         row.get("deadline"))

@@ -1,0 +1,140 @@
+"""Session decisions, re-evaluation and timer reports: pure functions of a snapshot, a state and ``now``.
+
+The engine's shell calls these with the snapshot it holds; they return what to write and what to answer, never
+writing themselves.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from actors.messages import CreateSession
+from controller.clock import format_time
+from controller.errors import ApiError, field_cause
+from controller.policies import reachable
+from controller.posture.access import evaluate_access, linking_policies, policy_checks, service_permissions_map
+from controller.posture.evaluate import MFA_GRACE_SECONDS, MfaState, mfa_timeout
+from controller.posture.machine import IdentityState
+from controller.resources.context import ReadContext
+
+__all__ = ["Outcome", "common_edge_routers", "decide_session", "revaluate", "timer_changes"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A session decision: the row to create, or the reply (an existing session or an ApiError), and a failure
+    record to keep when posture refused it."""
+
+    create: dict[str, Any] | None = None
+    reply: Any = None
+    failure: dict[str, Any] | None = None
+
+
+def _mfa(state: IdentityState, api_session_id: str) -> MfaState | None:
+    session = state.sessions.get(api_session_id)
+    return session.mfa if session is not None else None
+
+
+def common_edge_routers(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any]) -> list[str]:
+    """Edge routers reachable by the identity (edge router policies) and serving the service (service edge router
+    policies), sorted by id."""
+    return sorted(reachable(ctx, "edge-router-policies", "identities", identity, "edge-routers")
+                  & reachable(ctx, "service-edge-router-policies", "services", service, "edge-routers"))
+
+
+def _criteria_times(entry: dict[str, Any]) -> dict[str, Any]:
+    criteria = entry.get("criteria")
+    if isinstance(criteria, dict):
+        for key in ("passedMfaAt", "wokenAt", "unlockedAt"):
+            value = criteria.get(key)
+            criteria[key] = format_time(value) if isinstance(value, int | float) else value
+    return entry
+
+
+def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityState, request: CreateSession,
+                   now: float) -> Outcome:
+    """The order of checks of the reference controller: idempotency, visibility, permission, posture, routers."""
+    txn = ctx.txn
+    for session_id in txn.ids_by_ref("sessions", "apiSessionId", request.api_session_id):
+        existing = txn.get("sessions", session_id)
+        if existing and existing["serviceId"] == request.service_id and existing["type"] == request.session_type:
+            return Outcome(reply=existing)
+    service = txn.get("services", request.service_id)
+    policies = linking_policies(ctx, identity, service) if service else []
+    if service is None or not policies:
+        return Outcome(reply=ApiError("NOT_FOUND"))
+    if request.session_type not in {p.get("type") for p in policies}:
+        return Outcome(reply=ApiError("COULD_NOT_VALIDATE",
+                                      field_cause("ServiceId", "service not found", request.service_id)))
+    decision = evaluate_access(ctx, identity, service, request.session_type, state.posture,
+                               _mfa(state, request.api_session_id), now)
+    if not decision.granted:
+        failed = [p for p in decision.policies if not p.passing]
+        cause = {
+            "message": "Failed to pass posture checks for service policies: ["
+                       + " ".join(str(p.policy["id"]) for p in failed) + "]",
+            "data": {str(p.policy["id"]): [{"id": c["id"], "typeId": c.get("typeId"), "isPassing": r.passing}
+                                           for c, r in p.checks if not r.passing] for p in failed},
+        }
+        failure = {"when": format_time(now), "serviceId": service["id"], "serviceName": service.get("name", ""),
+                   "apiSessionId": request.api_session_id, "sessionType": request.session_type,
+                   "policyFailures": [{**f, "checks": [_criteria_times(c) for c in f["checks"]]}
+                                      for f in decision.failures]}
+        return Outcome(reply=ApiError("INVALID_POSTURE", cause), failure=failure)
+    routers = common_edge_routers(ctx, identity, service)
+    if not routers:
+        return Outcome(reply=ApiError("NO_EDGE_ROUTERS_AVAILABLE"))
+    row = {"apiSessionId": request.api_session_id, "identityId": identity["id"], "serviceId": service["id"],
+           "type": request.session_type, "token": str(uuid.uuid4()), "servicePolicies": decision.passing_policy_ids,
+           "tags": dict(request.tags)}
+    return Outcome(create=row)
+
+
+def revaluate(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityState,
+              now: float) -> tuple[list[str], list[str]]:
+    """Sessions of the identity that no longer pass (to delete) and API sessions whose MFA timed out."""
+    revoked: list[str] = []
+    timed_out: set[str] = set()
+    txn = ctx.txn
+    for session_id in txn.ids_by_ref("sessions", "identityId", identity["id"]):
+        session = txn.get("sessions", session_id)
+        if session is None:
+            continue
+        service = txn.get("services", session["serviceId"])
+        if service is None:
+            continue
+        decision = evaluate_access(ctx, identity, service, str(session["type"]), state.posture,
+                                   _mfa(state, str(session["apiSessionId"])), now)
+        if decision.timed_out:
+            timed_out.add(str(session["apiSessionId"]))
+        if not decision.granted:
+            revoked.append(session_id)
+    return revoked, sorted(timed_out)
+
+
+def timer_changes(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityState, api_session_id: str,
+                  woken: bool, unlocked: bool, now: float) -> list[dict[str, Any]]:
+    """Services of this identity whose MFA timer a wake/unlock just started (only after this session passed MFA)."""
+    mfa = _mfa(state, api_session_id)
+    if mfa is None or mfa.passed_mfa_at is None or not (woken or unlocked):
+        return []
+    since = now - mfa.passed_mfa_at
+    found: dict[str, dict[str, Any]] = {}
+    txn = ctx.txn
+    for service in txn.get_many("services", sorted(service_permissions_map(ctx, identity))):
+        for policy in linking_policies(ctx, identity, service):
+            for check in policy_checks(ctx, policy):
+                if check.get("typeId") != "MFA" or service["id"] in found:
+                    continue
+                prompted = (woken and check.get("promptOnWake")) or (unlocked and check.get("promptOnUnlock"))
+                timeout = int(check.get("timeoutSeconds") or -1)
+                if prompted and (timeout <= 0 or timeout - since > MFA_GRACE_SECONDS):
+                    found[service["id"]] = {"id": service["id"], "name": service.get("name", ""),
+                                            "postureQueryType": "MFA", "timeout": mfa_timeout(check),
+                                            "timeoutRemaining": MFA_GRACE_SECONDS}
+    return list(found.values())
+
+

@@ -1,0 +1,208 @@
+"""The identity actor's pure state machine: ``handle(state, message, now) -> (state, effects)``.
+
+The state is everything the posture engine knows about one identity: its posture data, the MFA state of each of its
+API sessions, the last 50 failed service requests, when its service list last changed, and the next deadline. The
+transitions here never read storage or the clock; what needs the current policies (deciding a session,
+re-evaluating, working out the next MFA deadline) is asked for as an effect and done by the shell
+(``controller/posture/engine.py``), which applies the pure helpers below to the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from actors.messages import (
+    ApiSessionEnded,
+    ApiSessionStarted,
+    CreateSession,
+    DeadlineReached,
+    EndpointStateReported,
+    MfaPassed,
+    MfaRemoved,
+    PostureReported,
+    ReadState,
+    Reevaluate,
+)
+from actors.registry import OneShot
+from controller.posture.evaluate import DomainRecord, MacRecord, MfaState, OsRecord, PostureData, ProcessRecord
+from controller.posture.normalize import canonical_mac, clean_hex
+
+__all__ = [
+    "MAX_FAILURES",
+    "Decide",
+    "Effect",
+    "IdentityState",
+    "Persist",
+    "Reply",
+    "ReportTimers",
+    "Revaluate",
+    "SessionPosture",
+    "apply_response",
+    "handle",
+    "mark_timed_out",
+    "record_failure",
+]
+
+MAX_FAILURES = 50
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPosture:
+    """Per API session: its MFA state and the SDK it reported at login."""
+
+    mfa: MfaState = field(default_factory=MfaState)
+    sdk_info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityState:
+    """Everything the posture engine keeps for one identity (persisted after every change)."""
+
+    identity_id: str
+    posture: PostureData = field(default_factory=PostureData)
+    sessions: Mapping[str, SessionPosture] = field(default_factory=dict)
+    failures: tuple[Mapping[str, Any], ...] = ()
+    last_change_at: float | None = None
+    deadline: float | None = None
+
+
+# Effects: what the shell must do after a transition ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Persist:
+    """Write the new state to storage."""
+
+
+@dataclass(frozen=True, slots=True)
+class Revaluate:
+    """Check every Dial/Bind session of the identity against the policies; delete those that now fail."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decide:
+    """Decide a session request (and record a failure for posture)."""
+
+    request: CreateSession
+
+
+@dataclass(frozen=True, slots=True)
+class ReportTimers:
+    """Answer an endpoint-state report with the services whose MFA timers it changed."""
+
+    api_session_id: str
+    woken: bool
+    unlocked: bool
+    reply: OneShot[Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    reply: OneShot[Any]
+    value: Any
+
+
+Effect = Persist | Revaluate | Decide | ReportTimers | Reply
+
+
+# Pure helpers ---------------------------------------------------------------------------------------------------
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()
+
+
+def apply_response(posture: PostureData, response: Mapping[str, Any], now: float) -> PostureData:
+    """Fold one posture response (OS, MAC, DOMAIN or PROCESS, in wire names) into the identity's data."""
+    check_id = str(response.get("id", ""))
+    match response.get("typeId"):
+        case "OS":
+            record = OsRecord(str(response.get("type", "")), str(response.get("version", "")),
+                              response.get("build"), now, check_id)
+            return replace(posture, os=record)
+        case "MAC":
+            addresses = tuple(canonical_mac(a) or a.lower() for a in _strings(response.get("macAddresses")))
+            return replace(posture, mac=MacRecord(addresses, now, check_id))
+        case "DOMAIN":
+            return replace(posture, domain=DomainRecord(str(response.get("domain", "")), now, check_id))
+        case "PROCESS":
+            process = ProcessRecord(str(response.get("path") or ""), bool(response.get("isRunning")),
+                                    clean_hex(str(response.get("hash") or "")),
+                                    tuple(clean_hex(f) for f in _strings(response.get("signerFingerprints"))),
+                                    now, check_id)
+            processes = {**posture.processes, check_id: process}
+            paths = dict(posture.process_paths)
+            if process.path:
+                paths[process.path] = process
+            return replace(posture, processes=processes, process_paths=paths)
+    return posture
+
+
+def _with_session(state: IdentityState, api_session_id: str, session: SessionPosture) -> IdentityState:
+    return replace(state, sessions={**state.sessions, api_session_id: session})
+
+
+def record_failure(state: IdentityState, entry: Mapping[str, Any]) -> IdentityState:
+    """Append a failed service request, keeping the last :data:`MAX_FAILURES` (oldest dropped first)."""
+    return replace(state, failures=(*state.failures, entry)[-MAX_FAILURES:])
+
+
+def mark_timed_out(state: IdentityState, api_session_ids: Sequence[str]) -> IdentityState:
+    """Set the sticky MFA ``timedOut`` flag of the given API sessions."""
+    sessions = dict(state.sessions)
+    for session_id in api_session_ids:
+        current = sessions.get(session_id)
+        if current is not None and not current.mfa.timed_out:
+            sessions[session_id] = replace(current, mfa=replace(current.mfa, timed_out=True))
+    return replace(state, sessions=sessions)
+
+
+def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityState, list[Effect]]:
+    """The transition of one message. Effects are carried out by the shell in order."""
+    match message:
+        case PostureReported(api_session_id, responses, reply):
+            posture = state.posture
+            for response in responses:
+                posture = apply_response(posture, response, now)
+            effects: list[Effect] = [Persist(), Revaluate()]
+            if reply is not None:
+                effects.append(Reply(reply, []))
+            return replace(state, posture=posture, last_change_at=now), effects
+        case EndpointStateReported(api_session_id, woken, unlocked, reply):
+            session = state.sessions.get(api_session_id, SessionPosture())
+            mfa = session.mfa
+            if woken:
+                mfa = replace(mfa, woken_at=now)
+            if unlocked:
+                mfa = replace(mfa, unlocked_at=now)
+            new = _with_session(state, api_session_id, replace(session, mfa=mfa))
+            return replace(new, last_change_at=now), [Persist(), Revaluate(),
+                                                      ReportTimers(api_session_id, woken, unlocked, reply)]
+        case MfaPassed(api_session_id):
+            session = state.sessions.get(api_session_id, SessionPosture())
+            mfa = replace(session.mfa, passed_mfa_at=now, timed_out=False)
+            new = _with_session(state, api_session_id, replace(session, mfa=mfa))
+            return replace(new, last_change_at=now), [Persist(), Revaluate()]
+        case MfaRemoved():
+            sessions = {k: replace(v, mfa=replace(v.mfa, passed_mfa_at=None)) for k, v in state.sessions.items()}
+            return replace(state, sessions=sessions, last_change_at=now), [Persist(), Revaluate()]
+        case ApiSessionStarted(api_session_id, sdk_info):
+            current = state.sessions.get(api_session_id, SessionPosture())
+            return _with_session(state, api_session_id, replace(current, sdk_info=dict(sdk_info))), [Persist()]
+        case ApiSessionEnded(api_session_id):
+            if api_session_id not in state.sessions:
+                return state, []
+            sessions = {k: v for k, v in state.sessions.items() if k != api_session_id}
+            return replace(state, sessions=sessions), [Persist(), Revaluate()]
+        case DeadlineReached():
+            # An MFA timer ran out: the identity's posture changed even if no session needs revoking.
+            return replace(state, last_change_at=now), [Persist(), Revaluate()]
+        case Reevaluate():
+            return state, [Revaluate()]
+        case CreateSession() as request:
+            return state, [Decide(request)]
+        case ReadState(reply):
+            return state, [Reply(reply, state)]
+    raise TypeError(f"unknown identity message {message!r}")

@@ -1,0 +1,51 @@
+"""Dial/Bind sessions: created only by the posture engine (Client API), listed and deleted by admins."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.present import entity_ref
+from controller.resources.context import ReadContext
+from controller.resources.fields import string_field, string_list
+from controller.resources.spec import CREATE_ONLY, Hooks, Resource
+
+__all__ = ["SESSIONS", "session_edge_routers"]
+
+
+def session_edge_routers(ctx: ReadContext, row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The edge routers a session may use: those shared by its identity and service through router policies."""
+    from controller.posture.decide import common_edge_routers
+
+    identity = ctx.txn.get("identities", row["identityId"])
+    service = ctx.txn.get("services", row["serviceId"])
+    if identity is None or service is None:
+        return []
+    routers = []
+    for router in ctx.txn.get_many("edge-routers", common_edge_routers(ctx, identity, service)):
+        routers.append({"id": router["id"], "name": router.get("name", ""), "hostname": "", "urls": {},
+                        "supportedProtocols": {}, "syncStatus": "", "isOnline": False, "cost": router.get("cost"),
+                        "noTraversal": router.get("noTraversal")})
+    return routers
+
+
+def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
+    out["edgeRouters"] = session_edge_routers(ctx, row)
+    out["servicePolicies"] = [entity_ref(ctx, "service-policies", p) for p in row.get("servicePolicies") or []]
+
+
+SESSIONS = Resource(
+    kind="sessions", singular="session", op_name="Session", op_plural="Sessions", tag="Session",
+    body_name="session",
+    fields=(
+        string_field("apiSessionId", writable=CREATE_ONLY, ref="api-sessions", ref_name="apiSession",
+                     on_delete="cascade"),
+        string_field("identityId", writable=CREATE_ONLY, ref="identities", on_delete="cascade"),
+        string_field("serviceId", writable=CREATE_ONLY, ref="services", ref_name="service", on_delete="cascade"),
+        string_field("type", writable=CREATE_ONLY),
+        string_field("token", writable=CREATE_ONLY, filterable=False),
+        string_list("servicePolicies", writable=CREATE_ONLY, default=list),
+    ),
+    operations=frozenset({"list", "detail", "delete"}),
+    hooks=Hooks(present=_present),
+)

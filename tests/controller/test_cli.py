@@ -1,0 +1,195 @@
+"""The command line, the first-start bootstrap, and the process lifecycle (a real ``tollgate serve`` stopped by a
+signal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from controller.bootstrap import bootstrap
+from controller.cli import parse_settings
+from controller.main import serve_controller
+from controller.resources.catalog import build_registry
+from controller.root import Controller
+from controller.settings import Settings
+from storage.store import Store
+from tests.support import make_settings
+
+TOLLGATE = Path(sys.executable).with_name("tollgate")
+
+
+def test_serve_help() -> None:
+    done = subprocess.run([str(TOLLGATE), "serve", "--help"], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert done.returncode == 0
+    for flag in ("--data-dir", "--host", "--port", "--no-tls", "--san", "--session-timeout", "--max-body-bytes",
+                 "--log-level", "TOLLGATE_ADMIN_PASSWORD"):
+        assert flag in done.stdout
+
+
+def test_defaults() -> None:
+    settings, level = parse_settings(["serve"], environ={})
+    assert settings == Settings(data_dir=Path("data"), host="127.0.0.1", port=1280, tls=True, sans=(),
+                                session_timeout=1800.0, max_body_bytes=1 << 20, admin_username="admin",
+                                admin_password=None)
+    assert level == "INFO"
+
+
+def test_flags_and_environment_map_to_settings() -> None:
+    settings, level = parse_settings(
+        ["serve", "--data-dir", "/srv/tg", "--host", "::1", "--port", "0", "--no-tls", "--san", "ctl.example",
+         "--san", "10.0.0.5", "--session-timeout", "90", "--max-body-bytes", "2048", "--log-level", "debug"],
+        environ={"TOLLGATE_ADMIN_USERNAME": "operator", "TOLLGATE_ADMIN_PASSWORD": "op-password"})
+    assert (settings.data_dir, settings.host, settings.port, settings.tls) == (Path("/srv/tg"), "::1", 0, False)
+    assert settings.sans == ("ctl.example", "10.0.0.5")
+    assert (settings.session_timeout, settings.effective_session_timeout) == (90.0, 90.0)
+    assert settings.max_body_bytes == 2048
+    assert (settings.admin_username, settings.admin_password) == ("operator", "op-password")
+    assert level == "DEBUG"
+
+
+def test_empty_environment_values_mean_unset() -> None:
+    settings, _ = parse_settings(["serve"], environ={"TOLLGATE_ADMIN_USERNAME": "", "TOLLGATE_ADMIN_PASSWORD": ""})
+    assert (settings.admin_username, settings.admin_password) == ("admin", None)
+
+
+@pytest.mark.parametrize(("argv", "environ", "message"), [
+    (["serve", "--port", "70000"], {}, "--port"),
+    (["serve", "--port", "http"], {}, "--port"),
+    (["serve", "--max-body-bytes", "0"], {}, "--max-body-bytes"),
+    (["serve", "--log-level", "chatty"], {}, "--log-level"),
+    (["serve"], {"TOLLGATE_ADMIN_USERNAME": "abc"}, "TOLLGATE_ADMIN_USERNAME must be 4 to 100"),
+    (["serve"], {"TOLLGATE_ADMIN_PASSWORD": "abcd"}, "TOLLGATE_ADMIN_PASSWORD must be 5 to 100"),
+    ([], {}, "command"),
+])
+def test_bad_arguments_exit_2_with_a_message(argv: list[str], environ: dict[str, str], message: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_settings(argv, environ=environ)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+async def _bootstrap_once(settings: Settings) -> tuple[str | None, bool]:
+    controller = Controller.open(settings)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(controller.writer.run)
+            result = await bootstrap(controller)
+            nursery.cancel_scope.cancel()
+    finally:
+        controller.close()
+    return result.generated_password, result.created_admin
+
+
+async def test_a_random_admin_password_is_made_once_and_kept_private(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, admin_password=None)
+
+    password, created = await _bootstrap_once(settings)
+
+    assert created and password is not None and len(password) >= 20
+    path = tmp_path / "admin-credentials"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text() == f"username=admin\npassword={password}\n"
+
+    assert await _bootstrap_once(settings) == (None, False)
+    assert path.read_text() == f"username=admin\npassword={password}\n"
+
+
+async def test_a_given_admin_password_writes_no_file(tmp_path: Path) -> None:
+    assert await _bootstrap_once(make_settings(tmp_path, admin_password="given-password")) == (None, True)
+    assert not (tmp_path / "admin-credentials").exists()
+
+
+async def test_serve_prints_the_password_only_on_the_first_start(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    settings = make_settings(tmp_path, admin_password=None, port=0)
+
+    async def at_once() -> None:
+        """Shut down as soon as serving starts."""
+
+    await serve_controller(settings, shutdown_trigger=at_once)
+    first = capsys.readouterr().out
+    await serve_controller(settings, shutdown_trigger=at_once)
+    second = capsys.readouterr().out
+
+    password = (tmp_path / "admin-credentials").read_text().split("password=")[1].strip()
+    assert f"Created the default admin 'admin' with password: {password}" in first
+    assert "password" not in second
+    for out in (first, second):
+        assert re.search(r"^Management API: http://127\.0\.0\.1:\d+/edge/management/v1$", out, re.MULTILINE)
+        assert re.search(r"^Client API: +http://127\.0\.0\.1:\d+/edge/client/v1$", out, re.MULTILINE)
+
+
+class _Lines:
+    """Lines of a child's stdout, read with a deadline (a hung child fails the test instead of hanging it)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        self._stdout = process.stdout
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._stdout, selectors.EVENT_READ)
+
+    def wait_for(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            if self._selector.select(remaining):
+                line = self._stdout.readline()
+                if not line:
+                    break
+                if match := re.search(pattern, line):
+                    return match
+        raise AssertionError(f"no line matching {pattern!r} on stdout")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_process_gracefully(tmp_path: Path, signum: signal.Signals) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOLLGATE_")}
+    with open(tmp_path / "stderr.log", "w") as stderr, subprocess.Popen(
+            [str(TOLLGATE), "serve", "--no-tls", "--port", "0", "--data-dir", str(tmp_path)],
+            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, bufsize=1) as process:
+        try:
+            lines = _Lines(process)
+            password = lines.wait_for(r"^Created the default admin 'admin' with password: (\S+)$").group(1)
+            url = lines.wait_for(r"^Management API: (http://127\.0\.0\.1:\d+/edge/management/v1)$").group(1)
+            with httpx.Client(base_url=url, timeout=10) as client:
+                login = client.post("/authenticate", params={"method": "password"},
+                                    json={"username": "admin", "password": password})
+                assert login.status_code == 200
+                created = client.post("/identities", headers={"zt-session": login.json()["data"]["token"]},
+                                      json={"name": "acknowledged", "type": "User", "isAdmin": False})
+                assert created.status_code == 201
+
+            process.send_signal(signum)
+            assert process.wait(timeout=15) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+    log = (tmp_path / "stderr.log").read_text()
+    records = [json.loads(line) for line in log.splitlines()]  # every line is one JSON object, hypercorn's too
+    events = [r["event"] for r in records]
+    assert sum(e.startswith("Running on http://127.0.0.1:") for e in events) == 1
+    assert {"method": "POST", "path": "/edge/management/v1/identities", "status": 201}.items() <= next(
+        r for r in records if r.get("path") == "/edge/management/v1/identities").items()
+    assert [r.get("signal") for r in records if r["event"] == "shutdown requested"] == [signum.name]
+    assert events[-1] == "controller stopped"
+    assert password not in log
+
+    store = Store(tmp_path / "db", build_registry().layouts(), durable=False)
+    try:
+        with store.read() as txn:
+            assert "acknowledged" in {row["name"] for row in txn.scan("identities")}
+    finally:
+        store.close()

@@ -1,0 +1,142 @@
+"""The posture engine at scale and across a restart, on Trio's virtual clock."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from actors.messages import CreateSession, MfaPassed, PostureReported
+from controller.clock import Clock, format_time
+from controller.crud import create_row
+from controller.errors import ApiError
+from controller.resources.context import WriteContext
+from controller.root import Controller
+from tests.support import make_settings, start_controller
+
+GOOD_MAC = "aa-bb-cc-dd-ee-ff"
+
+
+async def build_network(controller: Controller, identities: int) -> dict[str, Any]:
+    """One write that creates routers, policies, two services, checks and ``identities`` identities with an API
+    session each."""
+    registry = controller.registry
+    now = format_time(controller.clock.now())
+
+    def write(ctx: WriteContext) -> dict[str, Any]:
+        def make(kind: str, body: dict[str, Any]) -> str:
+            variants = registry[kind].variants
+            variant = variants.get(body.get(variants.discriminator)) if variants is not None else None
+            return str(create_row(ctx, registry[kind], body, variant)["id"])
+
+        make("edge-routers", {"name": "er"})
+        make("edge-router-policies", {"name": "erp", "semantic": "AnyOf", "identityRoles": ["#all"],
+                                      "edgeRouterRoles": ["#all"]})
+        make("service-edge-router-policies", {"name": "serp", "semantic": "AnyOf", "serviceRoles": ["#all"],
+                                              "edgeRouterRoles": ["#all"]})
+        mac_service = make("services", {"name": "mac-svc", "encryptionRequired": True, "roleAttributes": ["mac"]})
+        mfa_service = make("services", {"name": "mfa-svc", "encryptionRequired": True, "roleAttributes": ["mfa"]})
+        make("posture-checks", {"name": "mac", "typeId": "MAC", "roleAttributes": ["mac"],
+                                "macAddresses": [GOOD_MAC]})
+        make("posture-checks", {"name": "mfa", "typeId": "MFA", "roleAttributes": ["mfa"], "timeoutSeconds": 600,
+                                "promptOnWake": False, "promptOnUnlock": False})
+        for name in ("mac", "mfa"):
+            make("service-policies", {"name": f"p-{name}", "type": "Dial", "semantic": "AnyOf",
+                                      "identityRoles": ["#u"], "serviceRoles": [f"#{name}"],
+                                      "postureCheckRoles": [f"#{name}"]})
+        people = []
+        for n in range(identities):
+            identity = make("identities", {"name": f"u{n}", "type": "User", "isAdmin": False,
+                                           "roleAttributes": ["u"]})
+            api_session = make("api-sessions", {"token": f"t{n}", "identityId": identity, "authenticatorId": "",
+                                                "ipAddress": "", "lastActivityAt": now})
+            people.append((identity, api_session))
+        return {"mac": mac_service, "mfa": mfa_service, "people": people}
+
+    result: dict[str, Any] = await controller.domain.write(write)
+    return result
+
+
+async def ask_session(controller: Controller, identity: str, api_session: str, service: str) -> Any:
+    try:
+        return await controller.engine.ask(identity, lambda reply: CreateSession(api_session, service, "Dial", {},
+                                                                                 reply))
+    except ApiError as error:
+        return error
+
+
+async def test_thousands_of_identities_decide_right_and_passivate(controller: Controller,
+                                                                  autojump_clock: trio.testing.MockClock) -> None:
+    net = await build_network(controller, 2000)
+    engine = controller.engine
+    rng = random.Random(7)
+    good = {identity for identity, _ in net["people"] if rng.random() < 0.5}
+    mfa = {identity for identity, _ in net["people"] if rng.random() < 0.5}
+    outcomes: dict[tuple[str, str], Any] = {}
+
+    async def drive(identity: str, api_session: str) -> None:
+        mac = GOOD_MAC if identity in good else "11-22-33-44-55-66"
+        engine.post(identity, PostureReported(api_session, ({"id": "c", "typeId": "MAC", "macAddresses": [mac]},)))
+        if identity in mfa:
+            engine.post(identity, MfaPassed(api_session))
+        await trio.sleep(rng.random())
+        for service in ("mac", "mfa"):
+            outcomes[identity, service] = await ask_session(controller, identity, api_session, net[service])
+
+    start = controller.clock.now()
+    async with trio.open_nursery() as nursery:
+        for identity, api_session in net["people"]:
+            nursery.start_soon(drive, identity, api_session)
+    for identity, _ in net["people"]:
+        for service, passes in (("mac", identity in good), ("mfa", identity in mfa)):
+            outcome = outcomes[identity, service]
+            if passes:
+                assert isinstance(outcome, dict) and outcome["identityId"] == identity, outcome
+            else:
+                assert isinstance(outcome, ApiError) and outcome.code == "INVALID_POSTURE"
+    with controller.store.read() as txn:
+        assert txn.count("sessions") == len(good) + len(mfa)
+    # Identities without an MFA timer passivated; those with one stay parked until it fires.
+    await trio.testing.wait_all_tasks_blocked()
+    stats = engine.actors.statistics()
+    assert stats["scheduler_pending"] == len(mfa)
+    assert stats["live"] == len(mfa)
+    await trio.sleep_until(controller.clock.to_trio(start + 601))
+    await trio.testing.wait_all_tasks_blocked()
+    with controller.store.read() as txn:
+        sessions = list(txn.scan("sessions"))
+    assert {s["identityId"] for s in sessions} == good
+    stats = engine.actors.statistics()
+    assert stats["live"] == 0 and stats["scheduler_pending"] == 0 and stats["crashed"] == 0
+
+
+async def test_restart_keeps_the_deadline(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    settings = make_settings(tmp_path)
+    async with trio.open_nursery() as first_run:
+        controller = await start_controller(settings, first_run)
+        net = await build_network(controller, 1)
+        identity, api_session = net["people"][0]
+        controller.engine.post(identity, MfaPassed(api_session))
+        granted_at = controller.clock.now()
+        session = await ask_session(controller, identity, api_session, net["mfa"])
+        assert isinstance(session, dict)
+        await trio.sleep(300)
+        first_run.cancel_scope.cancel()
+    wall = controller.clock.now()
+    controller.close()
+    await trio.sleep(100)  # the controller is down for 100 s of virtual (and wall) time
+    async with trio.open_nursery() as second_run:
+        restarted = await start_controller(settings, second_run, clock=Clock(wall_base=wall + 100))
+        with restarted.store.read() as txn:
+            assert txn.exists("sessions", session["id"])
+        await trio.sleep_until(restarted.clock.to_trio(granted_at + 600) - 0.001)
+        with restarted.store.read() as txn:
+            assert txn.exists("sessions", session["id"])
+        await trio.sleep_until(restarted.clock.to_trio(granted_at + 600))
+        await trio.testing.wait_all_tasks_blocked()
+        with restarted.store.read() as txn:
+            assert not txn.exists("sessions", session["id"])
+        second_run.cancel_scope.cancel()
+    restarted.close()

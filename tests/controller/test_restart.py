@@ -1,0 +1,92 @@
+"""Restart on the same data directory with the in-process stack: resources, API sessions (token and last activity),
+the default admin and its first password all survive; a session that expired while the controller was down does
+not."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from controller.clock import Clock
+from controller.root import Controller
+from tests.support import Api, make_settings, start_controller
+from web.app import create_app
+
+EPOCH = 1_700_000_000.0
+
+
+@asynccontextmanager
+async def running(data_dir: Path, clock: Clock | None = None, **overrides: Any) -> AsyncIterator[Controller]:
+    """A controller for the duration of the block, then stopped as ``main`` stops it: flush, cancel, close."""
+    settings = make_settings(data_dir, admin_password=None, **overrides)
+    async with trio.open_nursery() as nursery:
+        controller = await start_controller(settings, nursery, clock)
+        try:
+            yield controller
+            await controller.sessions.flush()
+        finally:
+            nursery.cancel_scope.cancel()
+    controller.close()
+
+
+def _credentials(data_dir: Path) -> dict[str, str]:
+    lines = (data_dir / "admin-credentials").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines)
+
+
+async def test_everything_survives_a_restart(tmp_path: Path) -> None:
+    async with running(tmp_path) as controller:
+        credentials = _credentials(tmp_path)
+        anon = Api(create_app(controller), controller=controller)
+        admin = await anon.login(credentials["username"], credentials["password"])
+        identity_id = await admin.create("/identities", {"name": "survivor", "type": "Device", "isAdmin": False,
+                                                         "roleAttributes": ["blue"]})
+        service_id = await admin.create("/services", {"name": "svc", "encryptionRequired": True,
+                                                      "roleAttributes": ["web"]})
+        last_use = await admin.get("/current-api-session")
+        session_id = last_use.data["id"]
+        last_activity = last_use.data["lastActivityAt"]
+
+    async with running(tmp_path) as controller:
+        assert _credentials(tmp_path) == credentials  # not rewritten: no new password was made up
+        anon = Api(create_app(controller), controller=controller)
+        # The row as persisted at shutdown, read through a second admin session so the first is not touched.
+        other = await anon.login(credentials["username"], credentials["password"])
+        restored = await other.get(f"/api-sessions/{session_id}")
+        assert restored.status == 200
+        assert restored.data["lastActivityAt"] == last_activity
+
+        admin = anon.with_token(admin.token)
+        identity = await admin.get(f"/identities/{identity_id}")
+        assert identity.status == 200
+        assert (identity.data["name"], identity.data["type"]["id"], identity.data["roleAttributes"]) == (
+            "survivor", "Device", ["blue"])
+        assert (await admin.get(f"/services/{service_id}")).data["name"] == "svc"
+        admins = await admin.get("/identities", query={"filter": "isDefaultAdmin = true"})
+        assert len(admins.data) == 1
+        assert len((await admin.get("/authenticators")).data) == 1
+
+
+async def test_a_session_that_expired_while_down_is_gone(tmp_path: Path) -> None:
+    async with running(tmp_path, Clock(wall_base=EPOCH), session_timeout=600) as controller:
+        credentials = _credentials(tmp_path)
+        anon = Api(create_app(controller), controller=controller)
+        stale = await anon.login(credentials["username"], credentials["password"])
+        second = await anon.login(credentials["username"], credentials["password"])
+        stale_id = (await stale.get("/current-api-session")).data["id"]
+
+    # Ten minutes and one second later on the wall clock: every session of the first run has expired.
+    async with running(tmp_path, Clock(wall_base=EPOCH + 601), session_timeout=600) as controller:
+        anon = Api(create_app(controller), controller=controller)
+        assert (await anon.with_token(stale.token).get("/current-identity")).status == 401
+        assert (await anon.with_token(second.token).get("/current-identity")).status == 401
+        admin = await anon.login(credentials["username"], credentials["password"])
+        await trio.testing.wait_all_tasks_blocked()
+        assert (await admin.get(f"/api-sessions/{stale_id}")).status == 404
+        assert [s["id"] for s in (await admin.get("/api-sessions")).data] == [
+            (await admin.get("/current-api-session")).data["id"]]

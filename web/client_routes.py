@@ -1,0 +1,184 @@
+"""The Client API an endpoint uses: its services with posture queries, posture responses, sessions, updates.
+
+Posture responses and session requests go to the identity's actor, so they are decided in the order they arrive
+and a revocation can never race a grant.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from quart import Blueprint, Response
+
+from actors.messages import CreateSession, EndpointStateReported, PostureReported
+from actors.registry import OneShot
+from controller.clock import format_time
+from controller.errors import ApiError, field_cause, nested_cause, not_found
+from controller.posture.access import service_permissions_map
+from controller.posture.queries import posture_queries
+from controller.present import present
+from controller.root import Controller
+from web.auth import require_session
+from web.crud import RouteInfo, Routes
+from web.envelope import created, empty, ok
+from web.request import list_params, read_json
+
+__all__ = ["register"]
+
+_RESPONSE_TYPES = {"OS", "MAC", "DOMAIN", "PROCESS", "ENDPOINT_STATE"}
+_REQUIRED = {"OS": ("type", "version"), "MAC": ("macAddresses",), "DOMAIN": ("domain",)}
+
+
+def _check_response(body: Any) -> dict[str, Any]:
+    """Validate one posture response; unknown or non-reportable types are unparsable, as in the reference."""
+    if not isinstance(body, dict):
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("postureResponse", "postureResponse in body is required",
+                                                         body))
+    type_id = body.get("typeId")
+    if type_id is None:
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("typeId", "typeId in body is required", None))
+    if type_id not in _RESPONSE_TYPES:
+        raise ApiError("COULD_NOT_PARSE_BODY", nested_cause(f'invalid typeId value: "{type_id}"'))
+    if not isinstance(body.get("id"), str):
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("id", "id in body is required", body.get("id")))
+    for name in _REQUIRED.get(str(type_id), ()):
+        if body.get(name) is None:
+            raise ApiError("COULD_NOT_VALIDATE", field_cause(name, f"{name} in body is required", None))
+    if type_id == "MAC" and not isinstance(body.get("macAddresses"), list):
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("macAddresses", "macAddresses in body must be of type "
+                                                                         "array", body.get("macAddresses")))
+    return body
+
+
+def _endpoint_state(api_session_id: str, report: dict[str, Any], reply: OneShot[Any]) -> EndpointStateReported:
+    return EndpointStateReported(api_session_id, bool(report.get("woken")), bool(report.get("unlocked")), reply)
+
+
+def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
+    engine = controller.engine
+    domain = controller.domain
+
+    def add(method: str, path: str, operation_id: str, tag: str, handler: Any) -> None:
+        routes.add(bp, RouteInfo("client", method, path, operation_id, tag, admin=False), handler)
+
+    async def services_view(service_id: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        session = require_session(controller)
+        state = await engine.state(session.identity_id)
+        with domain.read() as ctx:
+            identity = ctx.txn.get("identities", session.identity_id)
+            if identity is None:
+                raise ApiError("UNAUTHORIZED")
+            permitted = service_permissions_map(ctx, identity)
+            # Admins see every service (as Invalid where no policy grants it), others only what policies grant.
+            visible = set(ctx.txn.ids("services")) if identity.get("isAdmin") else set(permitted)
+        if service_id is not None:
+            if service_id not in visible:
+                raise not_found("service", service_id)
+            visible = {service_id}
+        items, meta = domain.list_page("services", list_params(True), visible)
+        now = controller.clock.now()
+        with domain.read() as ctx:
+            for item in items:
+                perms = permitted.get(item["id"], set())
+                granted: list[str] = [t for t in ("Dial", "Bind") if t in perms]
+                item["permissions"] = granted or ["Invalid"]
+                item["postureQueries"] = posture_queries(ctx, identity, item, state, session.id, now)
+        return items, meta
+
+    async def list_services() -> Response:
+        items, meta = await services_view(None)
+        return ok(items, meta)
+
+    async def detail_service(id: str) -> Response:
+        items, _ = await services_view(id)
+        return ok(items[0])
+
+    async def posture_response(bulk: bool) -> Response:
+        session = require_session(controller)
+        body = await read_json()
+        if bulk and not isinstance(body, list):
+            raise ApiError("COULD_NOT_VALIDATE", field_cause("postureResponse", "postureResponse in body must be "
+                                                                                "of type array", body))
+        responses = [_check_response(r) for r in (body if bulk else [body])]
+        states = [r for r in responses if r["typeId"] == "ENDPOINT_STATE"]
+        others = tuple(r for r in responses if r["typeId"] != "ENDPOINT_STATE")
+        services: list[dict[str, Any]] = []
+        if others:
+            await engine.ask(session.identity_id, lambda reply: PostureReported(session.id, others, reply))
+        for state in states:
+            changed: list[dict[str, Any]] = await engine.ask(
+                session.identity_id, functools.partial(_endpoint_state, session.id, state))
+            known = {s["id"] for s in services}
+            services.extend(s for s in changed if s["id"] not in known)
+        return created({"services": services})
+
+    async def single_response() -> Response:
+        return await posture_response(False)
+
+    async def bulk_response() -> Response:
+        return await posture_response(True)
+
+    def session_detail(row: dict[str, Any]) -> dict[str, Any]:
+        with domain.read() as ctx:
+            return present(ctx, controller.registry["sessions"], row)
+
+    async def create_session() -> Response:
+        session = require_session(controller)
+        body = await read_json()
+        if not isinstance(body, dict):
+            raise ApiError("COULD_NOT_VALIDATE", field_cause("session", "session in body is required", None))
+        service_id = body.get("serviceId")
+        session_type = body.get("type") or "Dial"
+        if not isinstance(service_id, str) or not service_id:
+            raise ApiError("COULD_NOT_VALIDATE", field_cause("serviceId", "serviceId in body is required", None))
+        if session_type not in ("Dial", "Bind"):
+            raise ApiError("COULD_NOT_VALIDATE", field_cause("type", "type in body should be one of [Dial Bind]",
+                                                             session_type))
+        tags: dict[str, Any] = body["tags"] if isinstance(body.get("tags"), dict) else {}
+        row: dict[str, Any] = await engine.ask(session.identity_id,
+                               lambda reply: CreateSession(session.id, service_id, session_type, tags, reply))
+        return created(session_detail(row))
+
+    async def list_sessions() -> Response:
+        session = require_session(controller)
+        with domain.read() as ctx:
+            ids = ctx.txn.ids_by_ref("sessions", "apiSessionId", session.id)
+        items, meta = domain.list_page("sessions", list_params(False), ids)
+        return ok(items, meta)
+
+    def own_session(session_id: str, api_session_id: str) -> None:
+        with domain.read() as ctx:
+            row = ctx.txn.get("sessions", session_id)
+        if row is None or row.get("apiSessionId") != api_session_id:
+            raise not_found("session", session_id)
+
+    async def detail_session(id: str) -> Response:
+        session = require_session(controller)
+        own_session(id, session.id)
+        return ok(domain.detail("sessions", id))
+
+    async def delete_session(id: str) -> Response:
+        session = require_session(controller)
+        own_session(id, session.id)
+        await domain.delete("sessions", id)
+        return empty()
+
+    async def service_updates() -> Response:
+        session = require_session(controller)
+        state = await engine.state(session.identity_id)
+        with domain.read() as ctx:
+            row = ctx.txn.get("api-sessions", session.id)
+        created_at = row["createdAt"] if row else format_time(controller.clock.now())
+        last = format_time(state.last_change_at) if state.last_change_at is not None else created_at
+        return ok({"lastChangeAt": max(last, created_at)})
+
+    add("GET", "/services", "listServices", "Service", list_services)
+    add("GET", "/services/{id}", "detailService", "Service", detail_service)
+    add("POST", "/posture-response", "createPostureResponse", "Posture Checks", single_response)
+    add("POST", "/posture-response-bulk", "createPostureResponseBulk", "Posture Checks", bulk_response)
+    add("GET", "/sessions", "listSessions", "Session", list_sessions)
+    add("POST", "/sessions", "createSession", "Session", create_session)
+    add("GET", "/sessions/{id}", "detailSession", "Session", detail_session)
+    add("DELETE", "/sessions/{id}", "deleteSession", "Session", delete_session)
+    add("GET", "/current-api-session/service-updates", "listServiceUpdates", "Current API Session", service_updates)

@@ -1,0 +1,181 @@
+"""Management views of the posture engine and of computed access: posture data, failed service requests,
+services and edge routers an identity can reach, identities that can reach a service, policy advice, sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from quart import Blueprint, Response, request
+
+from controller.clock import format_time
+from controller.errors import ApiError, field_cause, not_found
+from controller.policies import reachable
+from controller.posture.access import service_permissions_map
+from controller.posture.decide import common_edge_routers
+from controller.posture.machine import IdentityState
+from controller.resources.context import ReadContext
+from controller.root import Controller
+from web.auth import require_admin, require_session
+from web.crud import RouteInfo, Routes
+from web.envelope import ok
+from web.request import list_params
+
+__all__ = ["posture_data_view", "register"]
+
+
+def _time(value: float | None) -> str | None:
+    return format_time(value) if value is not None else None
+
+
+def posture_data_view(state: IdentityState) -> dict[str, Any]:
+    """``GET /identities/{id}/posture-data``: identity-wide records plus per-API-session MFA and endpoint state."""
+    posture = state.posture
+    os, mac, domain = posture.os, posture.mac, posture.domain
+    return {
+        "os": {"postureCheckId": os.posture_check_id if os else "", "timedOut": False,
+               "lastUpdatedAt": _time(os.last_updated_at) if os else None, "type": os.type.lower() if os else None,
+               "version": os.version if os else None, "build": os.build if os else None},
+        "mac": {"postureCheckId": mac.posture_check_id if mac else "", "timedOut": False,
+                "lastUpdatedAt": _time(mac.last_updated_at) if mac else None,
+                "addresses": list(mac.addresses) if mac else None},
+        "domain": {"postureCheckId": domain.posture_check_id if domain else "", "timedOut": False,
+                   "lastUpdatedAt": _time(domain.last_updated_at) if domain else None,
+                   "domain": domain.domain if domain else None},
+        "processes": [{"postureCheckId": check_id, "timedOut": p.timed_out, "lastUpdatedAt": _time(p.last_updated_at),
+                       "isRunning": p.is_running, "binaryHash": p.hash,
+                       "signerFingerprints": list(p.signer_fingerprints)}
+                      for check_id, p in posture.processes.items()],
+        "apiSessionPostureData": {
+            session_id: {
+                "mfa": {"apiSessionId": session_id, "passedMfa": s.mfa.passed_mfa_at is not None,
+                        "passedAt": _time(s.mfa.passed_mfa_at), "timedOut": s.mfa.timed_out,
+                        "passedOnWake": None, "passedOnUnlock": None},
+                "endpointState": {"wokenAt": _time(s.mfa.woken_at), "unlockedAt": _time(s.mfa.unlocked_at)},
+                "sdkInfo": dict(s.sdk_info),
+            }
+            for session_id, s in state.sessions.items()
+        },
+    }
+
+
+def _policy_type() -> str | None:
+    value = request.args.get("policyType")
+    if value is None or value == "":
+        return None
+    for known in ("Dial", "Bind"):
+        if value.lower() == known.lower():
+            return known
+    raise ApiError("COULD_NOT_VALIDATE", field_cause("policyType", "policyType must be dial or bind", value))
+
+
+def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
+    domain = controller.domain
+    engine = controller.engine
+
+    def add(path: str, operation_id: str, tag: str, handler: Any) -> None:
+        routes.add(bp, RouteInfo("management", "GET", path, operation_id, tag, admin=True), handler)
+
+    def parent(kind: str, row_id: str) -> dict[str, Any]:
+        with domain.read() as ctx:
+            row = ctx.txn.get(kind, row_id)
+        if row is None:
+            raise not_found(controller.registry[kind].singular, row_id)
+        return row
+
+    def related(kind: str, target: str, resolve: Callable[[ReadContext, dict[str, Any]], Iterable[str]]) -> Any:
+        async def handler(id: str) -> Response:
+            require_admin(controller)
+            row = parent(kind, id)
+            with domain.read() as ctx:
+                ids = set(resolve(ctx, row))
+            items, meta = domain.list_page(target, list_params(False), ids)
+            return ok(items, meta)
+        return handler
+
+    async def posture_data(id: str) -> Response:
+        require_admin(controller)
+        parent("identities", id)
+        return ok(posture_data_view(await engine.state(id)))
+
+    async def failed_requests(id: str) -> Response:
+        require_admin(controller)
+        parent("identities", id)
+        state = await engine.state(id)
+        return ok([dict(f) for f in state.failures])
+
+    def identity_services(ctx: ReadContext, identity: dict[str, Any]) -> set[str]:
+        wanted = _policy_type()
+        return {sid for sid, types in service_permissions_map(ctx, identity).items()
+                if wanted is None or wanted in types}
+
+    async def policy_advice(id: str, serviceId: str) -> Response:
+        require_admin(controller)
+        identity = parent("identities", id)
+        service = parent("services", serviceId)
+        with domain.read() as ctx:
+            perms = service_permissions_map(ctx, identity).get(serviceId, set())
+            identity_routers = reachable(ctx, "edge-router-policies", "identities", identity, "edge-routers")
+            service_routers = reachable(ctx, "service-edge-router-policies", "services", service, "edge-routers")
+            common = sorted(identity_routers & service_routers)
+            routers = ctx.txn.get_many("edge-routers", common)
+        refs = [{"id": r["id"], "name": r.get("name", ""), "entity": "edge-routers",
+                 "_links": {"self": {"href": f"./edge-routers/{r['id']}"}}} for r in routers]
+        return ok({
+            "identityId": id, "identity": {"id": id, "name": identity.get("name"), "entity": "identities"},
+            "serviceId": serviceId, "service": {"id": serviceId, "name": service.get("name"), "entity": "services"},
+            "isBindAllowed": "Bind" in perms, "isDialAllowed": "Dial" in perms,
+            "identityRouterCount": len(identity_routers), "serviceRouterCount": len(service_routers),
+            "commonRouters": [{**ref, "isOnline": False} for ref in refs],
+        })
+
+    async def route_path(id: str) -> Response:
+        require_admin(controller)
+        session = parent("sessions", id)
+        with domain.read() as ctx:
+            identity = ctx.txn.get("identities", session["identityId"])
+            service = ctx.txn.get("services", session["serviceId"])
+            routers = common_edge_routers(ctx, identity, service) if identity and service else []
+        # No router has a live circuit for the session until routers connect to this controller; the path is the
+        # routers the session may enter through, by name.
+        with domain.read() as ctx:
+            names = [str(r.get("name", r["id"])) for r in ctx.txn.get_many("edge-routers", routers)]
+        return ok({"routePath": names})
+
+    add("/identities/{id}/posture-data", "getIdentityPostureData", "Identity", posture_data)
+    add("/identities/{id}/failed-service-requests", "getIdentityFailedServiceRequests", "Identity", failed_requests)
+    add("/identities/{id}/services", "listIdentityServices", "Identity",
+        related("identities", "services", identity_services))
+    add("/identities/{id}/edge-routers", "listIdentityEdgeRouters", "Identity",
+        related("identities", "edge-routers",
+                lambda ctx, row: reachable(ctx, "edge-router-policies", "identities", row, "edge-routers")))
+    add("/services/{id}/identities", "listServiceIdentities", "Service",
+        related("services", "identities",
+                lambda ctx, row: reachable(ctx, "service-policies", "services", row, "identities", _policy_type())))
+    add("/services/{id}/edge-routers", "listServiceEdgeRouters", "Service",
+        related("services", "edge-routers",
+                lambda ctx, row: reachable(ctx, "service-edge-router-policies", "services", row, "edge-routers")))
+    add("/edge-routers/{id}/identities", "listEdgeRouterIdentities", "Edge Router",
+        related("edge-routers", "identities",
+                lambda ctx, row: reachable(ctx, "edge-router-policies", "edge-routers", row, "identities")))
+    add("/edge-routers/{id}/services", "listEdgeRouterServices", "Edge Router",
+        related("edge-routers", "services",
+                lambda ctx, row: reachable(ctx, "service-edge-router-policies", "edge-routers", row, "services")))
+    add("/identities/{id}/policy-advice/{serviceId}", "getIdentityPolicyAdvice", "Identity", policy_advice)
+    add("/sessions/{id}/route-path", "detailSessionRoutePath", "Session", route_path)
+
+
+def register_client(bp: Blueprint, routes: Routes, controller: Controller) -> None:
+    """``GET /current-identity/edge-routers`` on the Client API."""
+    domain = controller.domain
+
+    async def current_identity_routers() -> Response:
+        session = require_session(controller)
+        with domain.read() as ctx:
+            identity = ctx.txn.get("identities", session.identity_id)
+            ids = reachable(ctx, "edge-router-policies", "identities", identity, "edge-routers") if identity else set()
+        items, meta = domain.list_page("edge-routers", list_params(False), ids)
+        return ok(items, meta)
+
+    routes.add(bp, RouteInfo("client", "GET", "/current-identity/edge-routers", "getCurrentIdentityEdgeRouters",
+                             "Current Identity", admin=False), current_identity_routers)
