@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
+from controller import passwords
 from controller.root import Controller
 from tests.support import (  # noqa: F401  (re-exported for test modules that import from conftest)
     ADMIN_PASSWORD,
@@ -36,3 +37,11 @@ async def anon(controller: Controller) -> Api:
 @pytest.fixture
 async def admin(anon: Api) -> Api:
     return await anon.login(ADMIN_USERNAME, ADMIN_PASSWORD)
+
+
+@pytest.fixture(autouse=True)
+def cheap_password_hashing() -> Iterator[None]:
+    """Hash with a low scrypt cost: the suite hashes thousands of passwords. Tests of the cost itself restore it."""
+    previous = passwords.use_params(passwords.ScryptParams(n=2**8, r=8, p=1))
+    yield
+    passwords.use_params(previous)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import trio
 
 from controller.bootstrap import bootstrap
 from controller.clock import Clock
+from controller.pki import ensure_pki
 from controller.root import Controller
 from controller.settings import Settings
 
@@ -112,8 +115,25 @@ class Api:
         return str(reply.data["id"])
 
 
+_TEMPLATE_PKI: list[Path] = []
+
+
+def seed_pki(data_dir: Path) -> None:
+    """Copy one PKI made for the whole test run into a new data directory: generating RSA keys for each of the
+    hundreds of controllers the suite opens would cost tens of seconds, and ``ensure_pki`` accepts what it finds."""
+    target = data_dir / "pki"
+    if target.exists():
+        return
+    if not _TEMPLATE_PKI:
+        template = Path(tempfile.mkdtemp(prefix="tollgate-pki-")) / "pki"
+        ensure_pki(template)
+        _TEMPLATE_PKI.append(template)
+    shutil.copytree(_TEMPLATE_PKI[0], target)
+
+
 async def start_controller(settings: Settings, nursery: trio.Nursery, clock: Clock | None = None) -> Controller:
     """Open a controller and start its services in ``nursery`` (cancel the nursery to stop it)."""
+    seed_pki(settings.data_dir)
     controller = Controller.open(settings, clock)
     await nursery.start(controller.writer.run)
     await nursery.start(controller.engine.run)

@@ -64,7 +64,8 @@ def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: Identit
             return Outcome(reply=existing)
     service = txn.get("services", request.service_id)
     policies = linking_policies(ctx, identity, service) if service else []
-    if service is None or not policies:
+    # Admins see every service (with no permission where no policy grants one); others only what policies grant.
+    if service is None or not (policies or identity.get("isAdmin")):
         return Outcome(reply=ApiError("NOT_FOUND"))
     if request.session_type not in {p.get("type") for p in policies}:
         return Outcome(reply=ApiError("COULD_NOT_VALIDATE",

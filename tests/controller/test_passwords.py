@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 
 import pytest
 
+from controller import passwords
 from controller.passwords import (
     DEFAULT_PARAMS,
     ScryptParams,
@@ -124,3 +126,11 @@ def test_tampered_hash_is_rejected() -> None:
 def test_dummy_verify_is_false() -> None:
     assert dummy_verify("anything") is False
     assert dummy_verify("\ud800") is False
+
+
+@pytest.fixture(autouse=True)
+def real_password_cost() -> Iterator[None]:
+    """These tests measure the production hashing cost, not the suite's cheap one."""
+    previous = passwords.use_params(passwords.DEFAULT_PARAMS)
+    yield
+    passwords.use_params(previous)

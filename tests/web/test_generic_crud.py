@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.support import Api, make_user
 from controller.resources.catalog import RESOURCES
 from controller.resources.spec import MISSING, Field, Mode, Resource
+from tests.support import Api, make_user
 
 # Values a kind needs beyond what its schema says (hook rules such as "method must be updb").
 OVERRIDES: dict[str, dict[str, Any]] = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import msgspec
 import pytest
 import trio
 
+from controller import passwords
 from controller.logs import JsonFormatter
 from controller.root import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, MGMT, Api, make_settings, make_user, start_controller
@@ -194,3 +196,11 @@ async def test_one_log_line_per_request_and_no_secret_in_any(anon: Api, caplog: 
         assert line["event"] == "request"
         assert line["duration_ms"] >= 0
         assert len(line["requestId"]) == 12
+
+
+@pytest.fixture(autouse=True)
+def real_password_cost() -> Iterator[None]:
+    """These tests measure the production hashing cost, not the suite's cheap one."""
+    previous = passwords.use_params(passwords.DEFAULT_PARAMS)
+    yield
+    passwords.use_params(previous)
