@@ -6,7 +6,7 @@ in the writer's transaction and its recorded changes are published to subscriber
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -26,7 +26,7 @@ from storage.store import Store, WriteTxn
 __all__ = ["Domain"]
 
 T = TypeVar("T")
-ChangeListener = Callable[[list[Change]], None]
+ChangeListener = Callable[[list[Change]], Awaitable[None] | None]
 _ATTRIBUTE_SYMBOLS = {"id": Symbol(FieldType.STRING)}
 
 
@@ -63,8 +63,11 @@ class Domain:
 
         result = await self.writer.submit(mutation)
         if changes:
-            for listener in self._listeners:
-                listener(changes)
+            # A listener may return an awaitable: the write is not answered until it completes (the posture engine
+            # uses this so that a policy change has re-evaluated every affected session before the PATCH returns).
+            pending = [done for listener in self._listeners if (done := listener(changes)) is not None]
+            for awaitable in pending:
+                await awaitable
         return result
 
     # Generic resource operations -----------------------------------------------------------------------------
@@ -106,6 +109,10 @@ class Domain:
             if old is None:
                 raise not_found(resource.singular, row_id)
             stored_variant = old.get(resource.variants.discriminator)
+            name = resource.variants.discriminator
+            if mode is Mode.UPDATE and isinstance(body, dict) and body.get(name) is None:
+                # A PUT without the discriminator keeps the stored one; the kind's accepted spellings need it.
+                body = {**body, name: stored_variant}
         body = _prepared(resource, body, mode)
         variant = validate_body(resource, body, mode, stored_variant)
         clean = _normalized(resource, body, mode)

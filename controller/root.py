@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.messages import ApiSessionEnded, Reevaluate
+from actors.messages import ApiSessionEnded, ReadState, Reevaluate
 from controller.auth import KIND as API_SESSIONS
 from controller.auth import ApiSessions
 from controller.clock import Clock
@@ -68,8 +69,12 @@ class Controller:
         sessions.restore()
         return controller
 
-    def _on_changes(self, changes: list[Change]) -> None:
-        """Tell the parts that keep derived state about committed writes."""
+    def _on_changes(self, changes: list[Change]) -> Awaitable[None] | None:
+        """Tell the parts that keep derived state about committed writes.
+
+        Returns a barrier when identities must re-evaluate their sessions: the write that caused it is answered only
+        once each of those identities has done so (its re-evaluation is queued before the barrier's read).
+        """
         reevaluate: set[str] = set()
         for change in changes:
             if change.kind == API_SESSIONS and change.after is None:
@@ -85,6 +90,11 @@ class Controller:
                 reevaluate.update(self.sessions.identities())
         for identity_id in reevaluate:
             self.engine.post(identity_id, Reevaluate())
+        return self._settled(reevaluate) if reevaluate else None
+
+    async def _settled(self, identity_ids: set[str]) -> None:
+        for identity_id in identity_ids:
+            await self.engine.actors.ask(identity_id, ReadState)
 
     def is_admin(self, identity_id: str) -> bool:
         with self.store.read() as txn:

@@ -90,23 +90,35 @@ def validate_schema(validator: jsonschema.protocols.Validator, instance: Any, pr
         raise schema_error(errors[0], prefix)
 
 
+def _innermost(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For a nullable field (``anyOf: [schema, null]``) with a non-null value, the error inside the real schema, so
+    that the cause names the rule that failed (a bound, an enum) and the nested field that is wrong (``tags.x``)."""
+    while error.validator == "anyOf" and error.instance is not None and error.context:
+        branch = [e for e in error.context if list(e.relative_schema_path)[:1] == [0]]
+        if not branch:
+            break
+        error = jsonschema.exceptions.best_match(branch)
+    return error
+
+
+def _type_names(value: Any) -> str:
+    return ", ".join(value) if isinstance(value, list) else str(value)
+
+
 def schema_error(error: jsonschema.ValidationError, prefix: str = "") -> ApiError:
     """One jsonschema error as the reference controller's field cause."""
+    error = _innermost(error)
     path = prefix + "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i or prefix else str(p))
-                            for i, p in enumerate(error.path))
+                            for i, p in enumerate(error.absolute_path))
     if error.validator == "required":
         missing = str(error.message).split("'")[1]
         field = f"{path}.{missing}" if path else missing
         return ApiError("COULD_NOT_VALIDATE", field_cause(field, f"{field} in body is required", None))
     field = path or "(root)"
-    if error.validator == "anyOf" and error.instance is not None:
-        # A nullable field whose value has the right type but breaks a rule of it (a bound): report that rule.
-        error = next((e for e in error.context or () if list(e.relative_schema_path)[:1] == [0]
-                      and not e.relative_path and e.validator not in ("type", "required")), error)
     kind = error.validator
     schema = error.schema if isinstance(error.schema, dict) else {}
     if kind == "type":
-        reason = f"{field} in body must be of type {error.validator_value}"
+        reason = f"{field} in body must be of type {_type_names(error.validator_value)}"
     elif kind == "enum":
         reason = f"{field} in body should be one of {error.validator_value}"
     elif kind in ("minimum", "maximum"):

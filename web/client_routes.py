@@ -51,6 +51,12 @@ def _check_response(body: Any) -> dict[str, Any]:
     return body
 
 
+def _client_session(detail: dict[str, Any]) -> dict[str, Any]:
+    """A session as the Client API shows it: the management detail without the ids of the granting policies."""
+    detail.pop("servicePolicies", None)
+    return detail
+
+
 def _endpoint_state(api_session_id: str, report: dict[str, Any], reply: OneShot[Any]) -> EndpointStateReported:
     return EndpointStateReported(api_session_id, bool(report.get("woken")), bool(report.get("unlocked")), reply)
 
@@ -121,7 +127,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
 
     def session_detail(row: dict[str, Any]) -> dict[str, Any]:
         with domain.read() as ctx:
-            return present(ctx, controller.registry["sessions"], row)
+            return _client_session(present(ctx, controller.registry["sessions"], row))
 
     async def create_session() -> Response:
         session = require_session(controller)
@@ -140,27 +146,33 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
                                lambda reply: CreateSession(session.id, service_id, session_type, tags, reply))
         return created(session_detail(row))
 
+    def visible_sessions(identity_id: str) -> set[str] | None:
+        """The sessions the caller may see on the Client API: its identity's (any of its API sessions); an
+        admin's, every session (None)."""
+        if controller.is_admin(identity_id):
+            return None
+        with domain.read() as ctx:
+            return set(ctx.txn.ids_by_ref("sessions", "identityId", identity_id))
+
+    def own_session(session_id: str, identity_id: str) -> None:
+        visible = visible_sessions(identity_id)
+        if (visible is None and not domain.exists("sessions", session_id)) or (
+                visible is not None and session_id not in visible):
+            raise not_found("session", session_id)
+
     async def list_sessions() -> Response:
         session = require_session(controller)
-        with domain.read() as ctx:
-            ids = ctx.txn.ids_by_ref("sessions", "apiSessionId", session.id)
-        items, meta = domain.list_page("sessions", list_params(False), ids)
-        return ok(items, meta)
-
-    def own_session(session_id: str, api_session_id: str) -> None:
-        with domain.read() as ctx:
-            row = ctx.txn.get("sessions", session_id)
-        if row is None or row.get("apiSessionId") != api_session_id:
-            raise not_found("session", session_id)
+        items, meta = domain.list_page("sessions", list_params(False), visible_sessions(session.identity_id))
+        return ok([_client_session(item) for item in items], meta)
 
     async def detail_session(id: str) -> Response:
         session = require_session(controller)
-        own_session(id, session.id)
-        return ok(domain.detail("sessions", id))
+        own_session(id, session.identity_id)
+        return ok(_client_session(domain.detail("sessions", id)))
 
     async def delete_session(id: str) -> Response:
         session = require_session(controller)
-        own_session(id, session.id)
+        own_session(id, session.identity_id)
         await domain.delete("sessions", id)
         return empty()
 

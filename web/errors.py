@@ -22,11 +22,14 @@ _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LA
 
 
 def render_error(error: ApiError) -> Response:
+    """The error envelope, or an empty body when the client accepts neither JSON nor ``*/*`` (as the reference:
+    a client asking for a PEM file gets the status alone, with the content type it asked for)."""
     request_id = getattr(g, "request_id", "")
-    body = error_body(error.code, error.message, request_id, error.cause)
     accept = request.headers.get("Accept", "")
     if accept and "*/*" not in accept and "application/json" not in accept:
-        return Response(b"", status=error.status, headers=error.headers)
+        asked = accept.split(",")[0].split(";")[0].strip()
+        return Response(b"", status=error.status, headers=error.headers, content_type=asked or None)
+    body = error_body(error.code, error.message, request_id, error.cause)
     return json_response(body, error.status, error.headers)
 
 
@@ -38,7 +41,9 @@ def install_error_handlers(app: Quart) -> None:
     @app.errorhandler(HTTPException)
     async def http_error(error: HTTPException) -> Response:
         code = _HTTP_CODES.get(error.code or 500, "UNHANDLED")
-        return render_error(ApiError(code))
+        # Keep the headers HTTP requires with the status, such as Allow on a 405.
+        headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
+        return render_error(ApiError(code, headers=headers))
 
     @app.errorhandler(Exception)
     async def unexpected(error: Exception) -> Response:

@@ -12,8 +12,8 @@ from controller.clock import format_time
 from controller.errors import ApiError, field_cause, not_found
 from controller.policies import reachable
 from controller.posture.access import service_permissions_map
-from controller.posture.decide import common_edge_routers
 from controller.posture.machine import IdentityState
+from controller.present import entity_ref
 from controller.resources.context import ReadContext
 from controller.root import Controller
 from web.auth import require_admin, require_session
@@ -48,15 +48,27 @@ def posture_data_view(state: IdentityState) -> dict[str, Any]:
                       for check_id, p in posture.processes.items()],
         "apiSessionPostureData": {
             session_id: {
+                # passedOnWake/passedOnUnlock belong to a check, not to a session: null, as in the reference.
                 "mfa": {"apiSessionId": session_id, "passedMfa": s.mfa.passed_mfa_at is not None,
-                        "passedAt": _time(s.mfa.passed_mfa_at), "timedOut": s.mfa.timed_out,
-                        "passedOnWake": None, "passedOnUnlock": None},
+                        "passedAt": _time(s.mfa.passed_mfa_at), "passedOnWake": None, "passedOnUnlock": None},
                 "endpointState": {"wokenAt": _time(s.mfa.woken_at), "unlockedAt": _time(s.mfa.unlocked_at)},
                 "sdkInfo": dict(s.sdk_info),
             }
             for session_id, s in state.sessions.items()
         },
     }
+
+
+# What an endpoint may see of an edge router (the Client API's edge router detail): never enrollment tokens,
+# fingerprints or certificates.
+_CLIENT_ROUTER_FIELDS = ("id", "createdAt", "updatedAt", "tags", "name", "hostname", "supportedProtocols", "syncStatus",
+                         "isOnline", "cost", "noTraversal", "disabled", "appData")
+
+
+def _client_router(item: dict[str, Any]) -> dict[str, Any]:
+    out = {name: item.get(name) for name in _CLIENT_ROUTER_FIELDS}
+    out["_links"] = {"self": item["_links"]["self"]}
+    return out
 
 
 def _policy_type() -> str | None:
@@ -66,7 +78,8 @@ def _policy_type() -> str | None:
     for known in ("Dial", "Bind"):
         if value.lower() == known.lower():
             return known
-    raise ApiError("COULD_NOT_VALIDATE", field_cause("policyType", "policyType must be dial or bind", value))
+    raise ApiError("COULD_NOT_VALIDATE", field_cause("policyType", "policyType in query should be one of [dial bind]",
+                                                     value))
 
 
 def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
@@ -117,30 +130,22 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
             perms = service_permissions_map(ctx, identity).get(serviceId, set())
             identity_routers = reachable(ctx, "edge-router-policies", "identities", identity, "edge-routers")
             service_routers = reachable(ctx, "service-edge-router-policies", "services", service, "edge-routers")
-            common = sorted(identity_routers & service_routers)
-            routers = ctx.txn.get_many("edge-routers", common)
-        refs = [{"id": r["id"], "name": r.get("name", ""), "entity": "edge-routers",
-                 "_links": {"self": {"href": f"./edge-routers/{r['id']}"}}} for r in routers]
-        return ok({
-            "identityId": id, "identity": {"id": id, "name": identity.get("name"), "entity": "identities"},
-            "serviceId": serviceId, "service": {"id": serviceId, "name": service.get("name"), "entity": "services"},
-            "isBindAllowed": "Bind" in perms, "isDialAllowed": "Dial" in perms,
-            "identityRouterCount": len(identity_routers), "serviceRouterCount": len(service_routers),
-            "commonRouters": [{**ref, "isOnline": False} for ref in refs],
-        })
+            common = [{**(entity_ref(ctx, "edge-routers", router_id) or {}), "isOnline": False}
+                      for router_id in sorted(identity_routers & service_routers)]
+            return ok({
+                "identityId": id, "identity": entity_ref(ctx, "identities", id),
+                "serviceId": serviceId, "service": entity_ref(ctx, "services", serviceId),
+                "isBindAllowed": "Bind" in perms, "isDialAllowed": "Dial" in perms,
+                "identityRouterCount": len(identity_routers), "serviceRouterCount": len(service_routers),
+                "commonRouters": common,
+            })
 
     async def route_path(id: str) -> Response:
         require_admin(controller)
-        session = parent("sessions", id)
-        with domain.read() as ctx:
-            identity = ctx.txn.get("identities", session["identityId"])
-            service = ctx.txn.get("services", session["serviceId"])
-            routers = common_edge_routers(ctx, identity, service) if identity and service else []
-        # No router has a live circuit for the session until routers connect to this controller; the path is the
-        # routers the session may enter through, by name.
-        with domain.read() as ctx:
-            names = [str(r.get("name", r["id"])) for r in ctx.txn.get_many("edge-routers", routers)]
-        return ok({"routePath": names})
+        parent("sessions", id)
+        # The route path lists the routers of the session's live circuit. No router connects to this controller
+        # yet, so no session has a circuit: the path is empty (never null).
+        return ok({"routePath": []})
 
     add("/identities/{id}/posture-data", "getIdentityPostureData", "Identity", posture_data)
     add("/identities/{id}/failed-service-requests", "getIdentityFailedServiceRequests", "Identity", failed_requests)
@@ -175,7 +180,7 @@ def register_client(bp: Blueprint, routes: Routes, controller: Controller) -> No
             identity = ctx.txn.get("identities", session.identity_id)
             ids = reachable(ctx, "edge-router-policies", "identities", identity, "edge-routers") if identity else set()
         items, meta = domain.list_page("edge-routers", list_params(False), ids)
-        return ok(items, meta)
+        return ok([_client_router(item) for item in items], meta)
 
     routes.add(bp, RouteInfo("client", "GET", "/current-identity/edge-routers", "getCurrentIdentityEdgeRouters",
                              "Current Identity", admin=False), current_identity_routers)

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from quart import request
 
-from controller.errors import ApiError, nested_cause
+from controller.errors import ApiError, field_cause, nested_cause
 from controller.listing import ListParams
 
 __all__ = ["list_params", "read_json"]
@@ -15,20 +15,29 @@ __all__ = ["list_params", "read_json"]
 _decoder = msgspec.json.Decoder()
 
 
-async def read_json(*, optional: bool = False) -> Any:
-    """The decoded JSON body; None when empty. Malformed JSON is 400 COULD_NOT_PARSE_BODY."""
+async def read_json(name: str = "") -> Any:
+    """The decoded JSON body of the current request; None when there is none.
+
+    Args:
+        name: the body parameter's name (``identity``), used in the parse error's message as the reference does.
+
+    Raises:
+        ApiError: 400 COULD_NOT_VALIDATE for a body that is not JSON by its content type, 400 COULD_NOT_PARSE_BODY
+            for malformed JSON (including nesting too deep to decode).
+    """
     raw = await request.get_data(cache=False)
     if not raw or not raw.strip():
         return None
     content_type = request.headers.get("Content-Type", "")
     if content_type and "json" not in content_type and "text/plain" not in content_type:
-        raise ApiError("COULD_NOT_VALIDATE", {"field": "Content-Type", "reason": "unsupported content type",
-                                              "value": content_type})
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("Content-Type", "unsupported content type, use "
+                                                         "application/json", content_type))
     try:
         return _decoder.decode(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
+        what = f"{name} body" if name else "body"
         raise ApiError("COULD_NOT_PARSE_BODY",
-                       nested_cause(f'parsing body from "" failed, because {exc}')) from None
+                       nested_cause(f'parsing {what} from "" failed, because {exc}')) from None
 
 
 def list_params(role_filter: bool) -> ListParams:

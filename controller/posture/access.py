@@ -8,6 +8,7 @@ evaluated.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from controller.resources.context import ReadContext
 __all__ = [
     "AccessDecision",
     "PolicyResult",
+    "access_digest",
     "evaluate_access",
     "linking_policies",
     "mfa_checks_for",
@@ -127,6 +129,18 @@ def evaluate_access(ctx: ReadContext, identity: Mapping[str, Any], service: Mapp
         for r in results_list
     ]
     return AccessDecision(True, granted, tuple(results_list), timed_out, failures)
+
+
+def access_digest(ctx: ReadContext, identity: Mapping[str, Any]) -> str:
+    """A fingerprint of what the identity may use: services with their session types, and the posture checks of
+    the policies that grant them. When it changes, clients must refresh their service list."""
+    policy_ids = sorted(selecting_policy_ids(ctx, "service-policies", "identities", identity))
+    parts = []
+    for policy in ctx.txn.get_many("service-policies", policy_ids):
+        services = sorted(selected_ids(ctx, "service-policies", policy, "services"))
+        checks = sorted(selected_ids(ctx, "service-policies", policy, "posture-checks"))
+        parts.append(f"{policy.get('type')}:{','.join(services)}:{','.join(checks)}")
+    return hashlib.sha256("|".join(sorted(parts)).encode()).hexdigest()
 
 
 def service_permissions_map(ctx: ReadContext, identity: Mapping[str, Any]) -> dict[str, set[str]]:

@@ -30,6 +30,7 @@ def encode_state(state: IdentityState) -> dict[str, Any]:
         "failures": [dict(f) for f in state.failures],
         "lastChangeAt": state.last_change_at,
         "deadline": state.deadline,
+        "accessDigest": state.access_digest,
     }
 
 
@@ -52,4 +53,4 @@ def decode_state(identity_id: str, row: Mapping[str, Any] | None) -> IdentitySta
     sessions = {k: SessionPosture(MfaState(**v["mfa"]), dict(v.get("sdkInfo") or {}))
                 for k, v in (row.get("sessions") or {}).items()}
     return IdentityState(identity_id, posture, sessions, tuple(row.get("failures") or ()), row.get("lastChangeAt"),
-                         row.get("deadline"))
+                         row.get("deadline"), row.get("accessDigest"))

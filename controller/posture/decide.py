@@ -13,7 +13,7 @@ from typing import Any
 
 from actors.messages import CreateSession
 from controller.clock import format_time
-from controller.errors import ApiError, field_cause
+from controller.errors import ApiError, field_cause, not_found
 from controller.policies import reachable
 from controller.posture.access import evaluate_access, linking_policies, policy_checks, service_permissions_map
 from controller.posture.evaluate import MFA_GRACE_SECONDS, MfaState, mfa_timeout
@@ -66,7 +66,7 @@ def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: Identit
     policies = linking_policies(ctx, identity, service) if service else []
     # Admins see every service (with no permission where no policy grants one); others only what policies grant.
     if service is None or not (policies or identity.get("isAdmin")):
-        return Outcome(reply=ApiError("NOT_FOUND"))
+        return Outcome(reply=not_found("service", request.service_id))
     if request.session_type not in {p.get("type") for p in policies}:
         return Outcome(reply=ApiError("COULD_NOT_VALIDATE",
                                       field_cause("ServiceId", "service not found", request.service_id)))

@@ -19,7 +19,7 @@ from actors.registry import ActorRegistry, OneShot
 from controller.crud import create_row, delete_row
 from controller.domain import Domain
 from controller.errors import ApiError
-from controller.posture.access import mfa_checks_for
+from controller.posture.access import access_digest, mfa_checks_for
 from controller.posture.codec import decode_state, encode_state
 from controller.posture.decide import decide_session, revaluate, timer_changes
 from controller.posture.evaluate import mfa_deadline
@@ -97,6 +97,12 @@ class IdentityBehavior:
                     case Persist():
                         plan.persist = True
                     case Revaluate():
+                        digest = access_digest(ctx, identity)
+                        if digest != state.access_digest:
+                            # Gained or lost a service, a session type or a check: clients must refresh.
+                            changed_at = now if state.access_digest is not None else state.last_change_at
+                            state = replace(state, access_digest=digest, last_change_at=changed_at)
+                            plan.persist = True
                         revoked, timed_out = revaluate(ctx, identity, state, now)
                         plan.revoke.extend(revoked)
                         if timed_out:

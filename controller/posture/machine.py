@@ -66,6 +66,7 @@ class IdentityState:
     failures: tuple[Mapping[str, Any], ...] = ()
     last_change_at: float | None = None
     deadline: float | None = None
+    access_digest: str | None = None
 
 
 # Effects: what the shell must do after a transition ------------------------------------------------------------
@@ -190,7 +191,9 @@ def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityStat
             return replace(state, sessions=sessions, last_change_at=now), [Persist(), Revaluate()]
         case ApiSessionStarted(api_session_id, sdk_info):
             current = state.sessions.get(api_session_id, SessionPosture())
-            return _with_session(state, api_session_id, replace(current, sdk_info=dict(sdk_info))), [Persist()]
+            # Re-evaluating records what the identity may use now, the baseline for telling clients of changes.
+            new = _with_session(state, api_session_id, replace(current, sdk_info=dict(sdk_info)))
+            return new, [Persist(), Revaluate()]
         case ApiSessionEnded(api_session_id):
             if api_session_id not in state.sessions:
                 return state, []

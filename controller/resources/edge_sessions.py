@@ -21,12 +21,13 @@ def session_edge_routers(ctx: ReadContext, row: Mapping[str, Any]) -> list[dict[
     service = ctx.txn.get("services", row["serviceId"])
     if identity is None or service is None:
         return []
-    routers = []
-    for router in ctx.txn.get_many("edge-routers", common_edge_routers(ctx, identity, service)):
-        routers.append({"id": router["id"], "name": router.get("name", ""), "hostname": "", "urls": {},
-                        "supportedProtocols": {}, "syncStatus": "", "isOnline": False, "cost": router.get("cost"),
-                        "noTraversal": router.get("noTraversal")})
-    return routers
+    # No router connects to this controller yet, so each shows the run-time state of a router that never connected
+    # (as the edge router detail does): offline, no hostname, protocols or URLs, sync status unknown.
+    return [{"id": router["id"], "name": router.get("name", ""), "hostname": "", "urls": {}, "supportedProtocols": {},
+             "syncStatus": "SYNC_UNKNOWN", "isOnline": False, "cost": router.get("cost"),
+             "noTraversal": router.get("noTraversal"), "disabled": bool(router.get("disabled")),
+             "appData": router.get("appData") or {}}
+            for router in ctx.txn.get_many("edge-routers", common_edge_routers(ctx, identity, service))]
 
 
 def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:

@@ -6,15 +6,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from controller.errors import FieldError
+from controller.posture.normalize import OS_TYPES, apply_aliases, normalize_check
 from controller.resources.context import ReadContext, WriteContext
 from controller.resources.fields import ATTRIBUTES, NAME, bool_field, int_field, string_field
 from controller.resources.spec import Field, Hooks, Mode, Resource, Variant, Variants
 
 __all__ = ["POSTURE_CHECKS", "POSTURE_CHECK_TYPES", "TYPE_NAMES"]
 
-OS_TYPES = ["Windows", "WindowsServer", "Android", "iOS", "Linux", "macOS"]
-_OS_BY_LOWER = {name.lower(): name for name in OS_TYPES}
-_OS_TYPE = {"type": "string", "enum": OS_TYPES}
+_OS_TYPE = {"type": "string", "enum": list(OS_TYPES)}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 
 TYPE_NAMES = {
@@ -62,34 +62,20 @@ VARIANTS = Variants("typeId", (
 ))
 
 
-def _canonical_os(value: Any) -> Any:
-    return _OS_BY_LOWER.get(value.lower(), value) if isinstance(value, str) else value
-
-
 def _prepare(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
-    """Accept the admin guide's spellings and upper-case OS names; store the reference spelling."""
+    """Accept the admin guide's spellings and OS names in any case before schema validation; the reference spelling
+    is what gets stored (the rules live in :func:`controller.posture.normalize.apply_aliases`).
+
+    A null in a PATCH of a posture check is ignored, as the reference's patch mapper does, so that no check field
+    (``roleAttributes`` included) can be cleared by null.
+    """
+    if mode is Mode.PATCH:
+        body = {k: v for k, v in body.items() if v is not None}
     type_id = body.get("typeId")
-    if type_id == "DOMAIN" and "domains" not in body and "macAddresses" in body:
-        body["domains"] = body.pop("macAddresses")
-    if body.get("semantic") == "OneOf":
-        body["semantic"] = "AnyOf"
-    for entry in body.get("operatingSystems") or []:
-        if isinstance(entry, dict):
-            entry["type"] = _canonical_os(entry.get("type"))
-    processes = list(body.get("processes") or [])
-    if isinstance(body.get("process"), dict):
-        processes.append(body["process"])
-    for process in processes:
-        if isinstance(process, dict):
-            if "osType" not in process and "os" in process:
-                process["osType"] = process.pop("os")
-            process["osType"] = _canonical_os(process.get("osType"))
-    return body
+    return apply_aliases(body, type_id) if isinstance(type_id, str) else body
 
 
 def _normalize(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
-    from controller.posture.normalize import normalize_check
-
     type_id = body.get("typeId")
     if type_id is None:
         return body
@@ -99,10 +85,10 @@ def _normalize(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
 def _validate(ctx: WriteContext, row: dict[str, Any], old: Mapping[str, Any] | None, mode: Mode) -> None:
     row["version"] = 1
     if old is not None and old.get("typeId") != row.get("typeId"):
-        # A check keeps its type: switching would leave the old type's fields behind.
-        previous = VARIANTS.get(old.get("typeId"))
-        for f in previous.fields if previous is not None else ():
-            row.pop(f.name, None)
+        # A check keeps its type (the reference never carries typeId into an update): a PATCH could not supply the
+        # new type's required fields, and a check's type is what policies and clients rely on.
+        raise FieldError("typeId", f"a posture check's type cannot change from {old.get('typeId')}",
+                         row.get("typeId"))
 
 
 def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:

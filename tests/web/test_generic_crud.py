@@ -78,8 +78,9 @@ def _wrong_type(schema: Mapping[str, Any]) -> Any:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = kind[0]
-    return {"string": 12345, "boolean": "yes", "integer": "seven", "number": "seven", "array": "not-a-list",
-            "object": ["not", "an", "object"]}[kind]
+    wrong: dict[str, Any] = {"string": 12345, "boolean": "yes", "integer": "seven", "number": "seven",
+                             "array": "not-a-list", "object": ["not", "an", "object"]}
+    return wrong[str(kind)]
 
 
 def _default(f: Field) -> Any:

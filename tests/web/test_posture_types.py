@@ -31,6 +31,7 @@ class Guarded:
     service_id: str
     check_id: str
     policy_id: str
+    check_type: str
 
     async def attempt(self) -> int:
         """Ask for a Dial session; delete it again when granted. Returns the status."""
@@ -61,15 +62,13 @@ class Guarded:
         [check] = policy["checks"]
         return dict(check)
 
-    check_type: str = ""
-
 
 async def guarded(admin: Api, check: dict[str, Any]) -> Guarded:
     ids = await network(admin)
     check_id = await admin.create("/posture-checks", {"name": "the-check", "roleAttributes": ["guard"], **check})
     policy_id = await dial_policy(admin, "guard", ["#guard"])
     identity_id, client = await user(admin)
-    return Guarded(admin, client, identity_id, ids["service"], check_id, policy_id, check_type=check["typeId"])
+    return Guarded(admin, client, identity_id, ids["service"], check_id, policy_id, check["typeId"])
 
 
 def os_report(os_type: str, version: str, build: str | None = None) -> dict[str, Any]:
@@ -271,7 +270,7 @@ async def test_endpoint_state_is_stored_on_the_calling_api_session(admin: Api, c
 
 async def test_bulk_responses_apply_together_or_not_at_all(admin: Api) -> None:
     ids = await network(admin)
-    checks = [
+    checks: list[dict[str, Any]] = [
         {"name": "os", "typeId": "OS", "operatingSystems": [{"type": "Linux", "versions": [">=5.0.0"]}]},
         {"name": "mac", "typeId": "MAC", "macAddresses": ["aa-bb-cc-dd-ee-ff"]},
         {"name": "dom", "typeId": "DOMAIN", "domains": ["corp"]},

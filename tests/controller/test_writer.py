@@ -1,0 +1,104 @@
+"""The async group-commit writer: concurrent submits share commits, and each caller gets its own outcome."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from controller.writer import Writer
+from storage.store import KindLayout, Store, UniqueViolation, WriteTxn
+
+LAYOUT = KindLayout("things", unique=("name",))
+
+
+@pytest.fixture(params=[False, True], ids=["inline", "in-thread"])
+async def writer(request: pytest.FixtureRequest, tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Writer]:
+    store = Store(tmp_path / "db", [LAYOUT], durable=False)
+    started = Writer(store, in_thread=request.param)
+    await nursery.start(started.run)
+    yield started
+    nursery.cancel_scope.cancel()
+
+
+def _store(writer: Writer) -> Store:
+    store: Store = writer._store
+    return store
+
+
+def _put(row_id: str, fail: bool = False, name: str | None = None) -> Any:
+    def mutation(txn: WriteTxn) -> str:
+        txn.put("things", {"id": row_id, "name": name or row_id})
+        if fail:
+            raise ValueError(row_id)
+        return f"stored {row_id}"
+    return mutation
+
+
+async def test_concurrent_submits_share_commits(writer: Writer) -> None:
+    results: dict[int, str] = {}
+
+    async def submit(i: int) -> None:
+        results[i] = await writer.submit(_put(f"n{i:02}"))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(50):
+            nursery.start_soon(submit, i)
+    assert results == {i: f"stored n{i:02}" for i in range(50)}
+    assert writer.mutations == 50
+    assert 1 <= writer.commits < 50
+    with _store(writer).read() as txn:
+        assert txn.count("things") == 50
+
+
+async def test_each_caller_gets_its_own_result_or_exception(writer: Writer) -> None:
+    await writer.submit(_put("taken"))
+    outcomes: dict[int, Any] = {}
+
+    async def submit(i: int) -> None:
+        if i % 5 == 0:
+            mutation = _put(f"bad{i}", fail=True)
+        elif i % 7 == 0:
+            mutation = _put(f"dup{i}", name="taken")  # a unique violation against an earlier commit
+        else:
+            mutation = _put(f"ok{i}")
+        try:
+            outcomes[i] = await writer.submit(mutation)
+        except (ValueError, UniqueViolation) as exc:
+            outcomes[i] = exc
+
+    async with trio.open_nursery() as nursery:
+        for i in range(1, 31):
+            nursery.start_soon(submit, i)
+    for i, outcome in outcomes.items():
+        if i % 5 == 0:
+            assert isinstance(outcome, ValueError) and outcome.args == (f"bad{i}",)
+        elif i % 7 == 0:
+            assert isinstance(outcome, UniqueViolation) and outcome.value == "taken"
+        else:
+            assert outcome == f"stored ok{i}"
+    with _store(writer).read() as txn:
+        names = set(txn.ids("things"))
+    assert names == {"taken"} | {f"ok{i}" for i in range(1, 31) if i % 5 and i % 7}
+
+
+async def test_a_write_is_visible_once_submit_returns(writer: Writer) -> None:
+    assert await writer.submit(_put("a")) == "stored a"
+    with _store(writer).read() as txn:
+        assert txn.get("things", "a") == {"id": "a", "name": "a"}
+    assert writer.commits == 1
+
+
+async def test_batches_are_bounded(tmp_path: Path, nursery: trio.Nursery) -> None:
+    store = Store(tmp_path / "db", [LAYOUT], durable=False)
+    writer = Writer(store, in_thread=False, max_batch=4)
+    await nursery.start(writer.run)
+    async with trio.open_nursery() as submitters:
+        for i in range(10):
+            submitters.start_soon(writer.submit, _put(f"n{i}"))
+    assert writer.mutations == 10
+    assert writer.commits >= 3  # at most 4 mutations per transaction
+    nursery.cancel_scope.cancel()
