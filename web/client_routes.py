@@ -57,6 +57,22 @@ def _client_session(detail: dict[str, Any]) -> dict[str, Any]:
     return detail
 
 
+_RESPONSE_BODY: dict[str, Any] = {
+    "type": "object", "required": ["id", "typeId"],
+    "properties": {"id": {"type": "string"}, "typeId": {"type": "string", "enum": sorted(_RESPONSE_TYPES)},
+                   "type": {"type": "string"}, "version": {"type": "string"}, "build": {"type": "string"},
+                   "macAddresses": {"type": "array", "items": {"type": "string"}}, "domain": {"type": "string"},
+                   "path": {"type": "string"}, "isRunning": {"type": "boolean"}, "hash": {"type": "string"},
+                   "signerFingerprints": {"type": "array", "items": {"type": "string"}},
+                   "woken": {"type": "boolean"}, "unlocked": {"type": "boolean"}},
+}
+_SESSION_BODY: dict[str, Any] = {
+    "type": "object",
+    "properties": {"serviceId": {"type": "string"}, "type": {"type": "string", "enum": ["Dial", "Bind"]},
+                   "tags": {"type": "object"}},
+}
+
+
 def _endpoint_state(api_session_id: str, report: dict[str, Any], reply: OneShot[Any]) -> EndpointStateReported:
     return EndpointStateReported(api_session_id, bool(report.get("woken")), bool(report.get("unlocked")), reply)
 
@@ -65,8 +81,8 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     engine = controller.engine
     domain = controller.domain
 
-    def add(method: str, path: str, operation_id: str, tag: str, handler: Any) -> None:
-        routes.add(bp, RouteInfo("client", method, path, operation_id, tag, admin=False), handler)
+    def add(method: str, path: str, operation_id: str, tag: str, handler: Any, **doc: Any) -> None:
+        routes.add(bp, RouteInfo("client", method, path, operation_id, tag, admin=False, **doc), handler)
 
     async def services_view(service_id: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         session = require_session(controller)
@@ -185,12 +201,14 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         last = format_time(state.last_change_at) if state.last_change_at is not None else created_at
         return ok({"lastChangeAt": max(last, created_at)})
 
-    add("GET", "/services", "listServices", "Service", list_services)
+    add("GET", "/services", "listServices", "Service", list_services, paged=True)
     add("GET", "/services/{id}", "detailService", "Service", detail_service)
-    add("POST", "/posture-response", "createPostureResponse", "Posture Checks", single_response)
-    add("POST", "/posture-response-bulk", "createPostureResponseBulk", "Posture Checks", bulk_response)
-    add("GET", "/sessions", "listSessions", "Session", list_sessions)
-    add("POST", "/sessions", "createSession", "Session", create_session)
+    add("POST", "/posture-response", "createPostureResponse", "Posture Checks", single_response,
+        body=_RESPONSE_BODY, status=201)
+    add("POST", "/posture-response-bulk", "createPostureResponseBulk", "Posture Checks", bulk_response,
+        body={"type": "array", "items": _RESPONSE_BODY}, status=201)
+    add("GET", "/sessions", "listSessions", "Session", list_sessions, paged=True)
+    add("POST", "/sessions", "createSession", "Session", create_session, body=_SESSION_BODY, status=201)
     add("GET", "/sessions/{id}", "detailSession", "Session", detail_session)
     add("DELETE", "/sessions/{id}", "deleteSession", "Session", delete_session)
     add("GET", "/current-api-session/service-updates", "listServiceUpdates", "Current API Session", service_updates)

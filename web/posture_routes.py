@@ -87,7 +87,9 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     engine = controller.engine
 
     def add(path: str, operation_id: str, tag: str, handler: Any) -> None:
-        routes.add(bp, RouteInfo("management", "GET", path, operation_id, tag, admin=True), handler)
+        # The related-entity lists take the list parameters; the posture views answer one object or a fixed list.
+        paged = operation_id.startswith("list")
+        routes.add(bp, RouteInfo("management", "GET", path, operation_id, tag, admin=True, paged=paged), handler)
 
     def parent(kind: str, row_id: str) -> dict[str, Any]:
         with domain.read() as ctx:
