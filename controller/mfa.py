@@ -1,59 +1,105 @@
 """TOTP MFA: enrolment, verification, recovery codes, and what MFA changes for API sessions and posture.
 
 One record per identity in the internal ``mfa`` kind (keyed by the identity id). TOTP is SHA-1, 6 digits, a
-30-second step, accepted within two steps either side, computed with pyotp at the controller's clock (so tests on
-a virtual clock compute the same codes). The secret is 20 random bytes (32 base32 characters, RFC 4226's
-recommendation). Recovery codes are single-use.
+30-second step, accepted within two steps either side and without replay protection, as in the reference; codes
+are computed with pyotp at the controller's clock (so tests on a virtual clock compute the same codes). The secret
+is 20 random bytes (32 base32 characters, RFC 4226's recommendation). Recovery codes are single-use: a code is
+checked and consumed in one write, so two requests racing with the same code cannot both succeed.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import secrets
-from collections.abc import Mapping
+import struct
+import zlib
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
 
 import pyotp
 import segno
 
-from actors.messages import MfaPassed, MfaRemoved
+from actors.messages import MfaPassed, MfaRemoved, ReadState
 from controller.clock import format_time
 from controller.crud import new_id
-from controller.errors import ApiError
+from controller.errors import ApiError, not_found
 from controller.resources.context import WriteContext
 
 if TYPE_CHECKING:
     from controller.auth import LiveSession
     from controller.root import Controller
 
-__all__ = ["ISSUER", "MFA_AUTH_QUERY", "MfaService", "provisioning_url", "recovery_codes"]
+__all__ = ["ISSUER", "MFA_AUTH_QUERY", "MFA_CODE_SCHEMA", "QR_SIZE", "MfaService", "provisioning_url",
+           "qr_png", "recovery_codes"]
 
 KIND = "mfa"
 ISSUER = "tollgate"
 RECOVERY_CODES = 20
+QR_SIZE = 256
 MFA_AUTH_QUERY: dict[str, Any] = {"typeId": "MFA", "provider": "ziti", "httpMethod": "POST",
                                   "httpUrl": "./authenticate/mfa", "format": "alphaNumeric", "minLength": 4,
                                   "maxLength": 6}
+# The body of every operation that takes a code (``mfaCode`` in the reference).
+MFA_CODE_SCHEMA: dict[str, Any] = {"type": "object", "required": ["code"],
+                                   "properties": {"code": {"type": "string"}}}
+_LINKS = {"self": {"href": "./current-identity/mfa"}}
 
 
 def recovery_codes() -> list[str]:
-    """Twenty single-use codes of six base32 characters."""
+    """Twenty single-use codes, each the first six base32 characters of eight random bytes."""
     return [base64.b32encode(secrets.token_bytes(8)).decode()[:6] for _ in range(RECOVERY_CODES)]
 
 
 def provisioning_url(identity_name: str, secret: str) -> str:
-    return f"otpauth://totp/{ISSUER}:{identity_name}?issuer={ISSUER}&secret={secret}"
+    """``otpauth://totp/<issuer>:<name>?issuer=<issuer>&secret=<secret>`` (query keys sorted, as the reference).
+
+    The reference leaves the label unescaped; we percent-encode it (keeping ``@``), so that a name with a space,
+    ``?`` or ``#`` still gives a valid URI whose decoded path is ``/<issuer>:<name>``.
+    """
+    label = f"{quote(ISSUER, safe='')}:{quote(identity_name, safe='@')}"
+    return f"otpauth://totp/{label}?{urlencode({'issuer': ISSUER, 'secret': secret})}"
+
+
+def qr_png(text: str, size: int = QR_SIZE) -> bytes:
+    """A ``size`` x ``size`` greyscale PNG of the QR code of ``text`` (medium error correction).
+
+    Like the reference's renderer, each module is a whole number of pixels and the code (with its four-module quiet
+    zone) is centred on a white square; a code with more modules than ``size`` gets one pixel per module.
+    """
+    matrix = [[bool(m) for m in row] for row in segno.make(text, error="m", micro=False).matrix_iter(border=4)]
+    modules = len(matrix)
+    size = max(size, modules)
+    scale = size // modules
+    offset = (size - modules * scale) // 2
+    white_line = b"\x00" + b"\xff" * size  # each scanline starts with filter type 0 (none)
+    lines = [white_line] * offset
+    for row in matrix:
+        pixels = b"".join((b"\x00" if dark else b"\xff") * scale for dark in row)
+        line = b"\x00" + b"\xff" * offset + pixels + b"\xff" * (size - offset - len(pixels))
+        lines.extend([line] * scale)
+    lines.extend([white_line] * (size - len(lines)))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", size, size, 8, 0, 0, 0, 0)  # 8-bit greyscale, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"".join(lines), 9))
+            + chunk(b"IEND", b""))
 
 
 def _totp_ok(secret: str, code: str, now: float) -> bool:
-    if len(code) != 6 or not code.isdigit():
+    if len(code) != 6 or not (code.isascii() and code.isdigit()):
         return False
     return bool(pyotp.TOTP(secret).verify(code, for_time=int(now), valid_window=2))
 
 
 class MfaService:
-    """MFA operations for one controller; every change goes through the single write path."""
+    """MFA operations for one controller; every change goes through the single write path.
+
+    Each operation that takes a code raises 404 ``NOT_FOUND`` when its record is missing (or in the wrong state)
+    before it looks at the code, then 400 ``MFA_INVALID_TOKEN`` for a wrong, empty or malformed code.
+    """
 
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
@@ -63,21 +109,64 @@ class MfaService:
             return txn.get(KIND, identity_id)
 
     def is_enrolled(self, identity_id: str) -> bool:
+        """True once an enrolment is verified (a started one does not make MFA required)."""
         record = self.record(identity_id)
         return bool(record and record.get("isVerified"))
 
     def view(self, record: Mapping[str, Any], identity_name: str) -> dict[str, Any]:
-        """The enrolment as the API shows it; secrets and codes only while unverified."""
-        out: dict[str, Any] = {"id": record["mfaId"], "isVerified": record["isVerified"],
-                               "createdAt": record["createdAt"], "updatedAt": record["updatedAt"], "tags": {},
-                               "_links": {"self": {"href": "./current-identity/mfa"}}}
+        """The enrolment as the API shows it; the provisioning URL and recovery codes only while unverified."""
+        out = self._entity(record)
+        out["isVerified"] = record["isVerified"]
         if not record["isVerified"]:
             out["recoveryCodes"] = list(record["recoveryCodes"])
             out["provisioningUrl"] = provisioning_url(identity_name, record["secret"])
         return out
 
+    @staticmethod
+    def _entity(record: Mapping[str, Any]) -> dict[str, Any]:
+        return {"id": record["mfaId"], "createdAt": record["createdAt"], "updatedAt": record["updatedAt"],
+                "tags": {}, "_links": dict(_LINKS)}
+
+    def check_code(self, record: Mapping[str, Any], code: Any, *, allow_recovery: bool) -> str | None:
+        """``"totp"`` or ``"recovery"`` for a valid code, None otherwise (no side effects)."""
+        if not isinstance(code, str) or not code:
+            return None
+        if _totp_ok(str(record["secret"]), code, self.controller.clock.now()):
+            return "totp"
+        if allow_recovery and code in record.get("recoveryCodes", ()):
+            return "recovery"
+        return None
+
+    def _require(self, identity_id: str, *, verified: bool | None) -> dict[str, Any]:
+        """The identity's record; 404 when there is none or its ``isVerified`` is not ``verified`` (None: any)."""
+        record = self.record(identity_id)
+        if record is None or (verified is not None and record["isVerified"] != verified):
+            raise ApiError("NOT_FOUND")
+        return record
+
+    async def _update(self, identity_id: str, seen: Mapping[str, Any], code: str | None,
+                      change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
+        """Apply ``change`` to the record in one write, if it is still the enrolment ``seen`` (a removal and a new
+        enrolment in between give 404). With ``code``, that recovery code is consumed in the same write, and a code
+        already consumed meanwhile gives 400 MFA_INVALID_TOKEN. ``change`` returning None deletes the record."""
+        def write(ctx: WriteContext) -> None:
+            current = ctx.txn.get(KIND, identity_id)
+            if current is None or current["mfaId"] != seen["mfaId"]:
+                raise ApiError("NOT_FOUND")
+            if code is not None:
+                if code not in current["recoveryCodes"]:
+                    raise ApiError("MFA_INVALID_TOKEN")
+                current = {**current, "recoveryCodes": [c for c in current["recoveryCodes"] if c != code]}
+            new = change(current)
+            if new is None:
+                ctx.txn.delete(KIND, identity_id)
+            else:
+                ctx.txn.put(KIND, new)
+
+        await self.controller.domain.write(write)
+
     async def enroll(self, identity_id: str) -> dict[str, Any]:
-        """Start enrolment; 409 MFA_EXISTS while any record exists."""
+        """Start enrolment; 409 MFA_EXISTS while any record (verified or not) exists."""
         now = format_time(self.controller.clock.now())
 
         def write(ctx: WriteContext) -> dict[str, Any]:
@@ -90,114 +179,84 @@ class MfaService:
             return record
 
         record: dict[str, Any] = await self.controller.domain.write(write)
-        return record
+        return {"id": record["mfaId"], "_links": dict(_LINKS)}
 
-    def check_code(self, record: Mapping[str, Any], code: Any, *, allow_recovery: bool) -> str | None:
-        """``"totp"`` or ``"recovery"`` for a valid code, None otherwise (no side effects)."""
-        if not isinstance(code, str) or not code:
-            return None
-        if _totp_ok(str(record["secret"]), code, self.controller.clock.now()):
-            return "totp"
-        if allow_recovery and code in record.get("recoveryCodes", []):
-            return "recovery"
-        return None
+    async def _passed(self, session: LiveSession, *, enrolled: bool = False) -> None:
+        """The API session proved MFA: complete it (persisted for restarts) and tell the identity's actor.
 
-    async def _consume(self, identity_id: str, code: str) -> None:
-        def write(ctx: WriteContext) -> None:
-            record = ctx.txn.get(KIND, identity_id)
-            if record is not None and code in record["recoveryCodes"]:
-                record["recoveryCodes"] = [c for c in record["recoveryCodes"] if c != code]
-                ctx.txn.put(KIND, record)
-
-        await self.controller.domain.write(write)
-
-    async def _passed(self, session: LiveSession) -> None:
-        """The API session proved MFA: complete it, persist that, and tell the identity's actor."""
-        await self.controller.sessions.mark_mfa_complete(session.id)
+        Completing enrolment also makes MFA required for this session, as a login after enrolment would.
+        """
+        if enrolled:
+            await self.controller.sessions.mark_mfa_required(session.id)
+        else:
+            await self.controller.sessions.mark_mfa_complete(session.id)
         self.controller.engine.post(session.identity_id, MfaPassed(session.id))
 
     async def verify(self, session: LiveSession, code: Any) -> None:
-        """Complete enrolment with a TOTP (recovery codes do not count here)."""
-        record = self.record(session.identity_id)
-        if record is None or record["isVerified"]:
-            raise ApiError("NOT_FOUND")
+        """Complete enrolment with a TOTP (recovery codes do not count here); 404 unless an unverified one exists."""
+        record = self._require(session.identity_id, verified=False)
         if self.check_code(record, code, allow_recovery=False) is None:
             raise ApiError("MFA_INVALID_TOKEN")
         now = format_time(self.controller.clock.now())
-
-        def write(ctx: WriteContext) -> None:
-            current = ctx.txn.get(KIND, session.identity_id)
-            if current is None:
-                raise ApiError("NOT_FOUND")
-            ctx.txn.put(KIND, {**current, "isVerified": True, "updatedAt": now})
-
-        await self.controller.domain.write(write)
-        await self.controller.sessions.mark_mfa_required(session.id)
-        await self._passed(session)
+        await self._update(session.identity_id, record, None, lambda r: {**r, "isVerified": True, "updatedAt": now})
+        await self._passed(session, enrolled=True)
 
     async def authenticate(self, session: LiveSession, code: Any) -> None:
-        """``POST /authenticate/mfa``: a TOTP or an unused recovery code (consumed)."""
+        """``POST /authenticate/mfa``: a TOTP or an unused recovery code (consumed); repeatable.
+
+        An enrolment that is not verified yet counts as none (409 MFA_NOT_ENROLLED): the reference would let its
+        codes pass MFA here, so a session could pass MFA posture while the identity shows MFA as not enabled.
+        """
         record = self.record(session.identity_id)
-        if record is None:
+        if record is None or not record["isVerified"]:
             raise ApiError("MFA_NOT_ENROLLED")
         kind = self.check_code(record, code, allow_recovery=True)
         if kind is None:
             raise ApiError("MFA_INVALID_TOKEN")
         if kind == "recovery":
-            await self._consume(session.identity_id, str(code))
+            await self._update(session.identity_id, record, str(code), lambda r: r)
         await self._passed(session)
 
     async def remove_own(self, session: LiveSession, code: Any) -> None:
-        """``DELETE /current-identity/mfa``: an unverified enrolment goes without a code."""
-        record = self.record(session.identity_id)
-        if record is None:
-            raise ApiError("NOT_FOUND")
-        if record["isVerified"]:
-            kind = self.check_code(record, code, allow_recovery=True)
-            if kind is None:
-                raise ApiError("MFA_INVALID_TOKEN")
-        await self._delete(session.identity_id)
+        """``DELETE /current-identity/mfa``: an unverified enrolment goes without a code, a verified one needs a
+        TOTP or a recovery code. Removing a verified one takes the MFA pass from every API session of the identity;
+        the sessions depending on it are revoked before this returns."""
+        record = self._require(session.identity_id, verified=None)
+        if record["isVerified"] and self.check_code(record, code, allow_recovery=True) is None:
+            raise ApiError("MFA_INVALID_TOKEN")
+        await self._update(session.identity_id, record, None, lambda r: None)
         if record["isVerified"]:
             self.controller.engine.post(session.identity_id, MfaRemoved())
+            # Queued behind the removal: once the actor answers, its revocations are committed.
+            await self.controller.engine.actors.ask(session.identity_id, ReadState)
 
     async def remove_by_admin(self, identity_id: str) -> None:
-        """Admin removal; posture already passed by live API sessions stays until they end."""
+        """``DELETE /identities/{id}/mfa``: removes a verified or pending enrolment (200 even when there is none).
+
+        Posture already passed by live API sessions stays until they end (the reference's behaviour).
+        """
         with self.controller.store.read() as txn:
             if not txn.exists("identities", identity_id):
-                raise ApiError("NOT_FOUND")
-        await self._delete(identity_id)
-
-    async def _delete(self, identity_id: str) -> None:
+                raise not_found("identity", identity_id)
         await self.controller.domain.write(lambda ctx: ctx.txn.delete(KIND, identity_id) and None)
 
-    async def recovery_codes(self, session: LiveSession, code: Any) -> dict[str, Any]:
-        record = self.record(session.identity_id)
-        if record is None or not record["isVerified"]:
-            raise ApiError("NOT_FOUND")
+    def recovery_codes(self, session: LiveSession, code: Any) -> dict[str, Any]:
+        """The current recovery codes of a verified enrolment, for a valid TOTP (recovery codes do not count)."""
+        record = self._require(session.identity_id, verified=True)
         if self.check_code(record, code, allow_recovery=False) is None:
             raise ApiError("MFA_INVALID_TOKEN")
-        return {"recoveryCodes": list(record["recoveryCodes"]), **self.view(record, "")}
+        return {**self._entity(record), "recoveryCodes": list(record["recoveryCodes"])}
 
     async def regenerate_recovery_codes(self, session: LiveSession, code: Any) -> None:
-        record = self.record(session.identity_id)
-        if record is None or not record["isVerified"]:
-            raise ApiError("NOT_FOUND")
+        """Replace every recovery code of a verified enrolment, for a TOTP or a recovery code."""
+        record = self._require(session.identity_id, verified=True)
         if self.check_code(record, code, allow_recovery=True) is None:
             raise ApiError("MFA_INVALID_TOKEN")
         now = format_time(self.controller.clock.now())
+        await self._update(session.identity_id, record, None,
+                           lambda r: {**r, "recoveryCodes": recovery_codes(), "updatedAt": now})
 
-        def write(ctx: WriteContext) -> None:
-            current = ctx.txn.get(KIND, session.identity_id)
-            if current is not None:
-                ctx.txn.put(KIND, {**current, "recoveryCodes": recovery_codes(), "updatedAt": now})
-
-        await self.controller.domain.write(write)
-
-    def qr_png(self, identity_id: str, identity_name: str) -> bytes:
-        """A PNG of the provisioning URL while enrolment is unverified; 404 otherwise."""
-        record = self.record(identity_id)
-        if record is None or record["isVerified"]:
-            raise ApiError("NOT_FOUND")
-        buffer = io.BytesIO()
-        segno.make(provisioning_url(identity_name, record["secret"]), error="m").save(buffer, kind="png", scale=6)
-        return buffer.getvalue()
+    def qr_code(self, identity_id: str, identity_name: str) -> bytes:
+        """A PNG of the provisioning URL while enrolment is unverified; 404 when there is none or it is verified."""
+        record = self._require(identity_id, verified=False)
+        return qr_png(provisioning_url(identity_name, record["secret"]))

@@ -1,13 +1,22 @@
-"""MFA routes of both APIs: enrolment, verification, QR code, recovery codes, MFA login, admin removal."""
+"""MFA routes of both APIs: enrolment, verification, QR code, recovery codes, MFA login, and admin removal.
+
+A partially authenticated session (one still owing its MFA code) may call only ``POST /authenticate/mfa``,
+``GET``/``POST /current-identity/mfa``, ``POST /current-identity/mfa/verify`` and the QR code; the other MFA
+operations need a complete session. ``DELETE /current-identity/mfa`` reads its code only from the
+``mfa-validation-code`` header (a body is ignored); ``GET …/recovery-codes`` takes the header or a body.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 from quart import Blueprint, Response, request
 
 from controller.errors import ApiError, field_cause
+from controller.mfa import MFA_CODE_SCHEMA
 from controller.root import Controller
+from controller.validation import validate_schema
 from web.auth import require_admin, require_session
 from web.crud import RouteInfo, Routes
 from web.envelope import created, empty, ok
@@ -15,21 +24,48 @@ from web.request import read_json
 
 __all__ = ["register"]
 
+_code_validator = jsonschema.Draft7Validator(MFA_CODE_SCHEMA)
+_CODE_HEADER = "mfa-validation-code"
+_ENTITY = {"type": "object", "required": ["id", "createdAt", "updatedAt", "_links"],
+           "properties": {"id": {"type": "string"}, "createdAt": {"type": "string", "format": "date-time"},
+                          "updatedAt": {"type": "string", "format": "date-time"}, "tags": {"type": "object"},
+                          "_links": {"type": "object"}}}
+_CODES = {"type": "array", "items": {"type": "string"}}
+_DETAIL = {"allOf": [_ENTITY, {"type": "object", "required": ["isVerified"], "properties": {
+    "isVerified": {"type": "boolean"}, "provisioningUrl": {"type": "string"}, "recoveryCodes": _CODES}}]}
+_RECOVERY = {"allOf": [_ENTITY, {"type": "object", "required": ["recoveryCodes"],
+                                 "properties": {"recoveryCodes": _CODES}}]}
+_CREATED = {"type": "object", "properties": {"id": {"type": "string"}, "_links": {"type": "object"}}}
 
-async def _code_from_body(required: bool = True) -> Any:
-    body = await read_json()
-    if isinstance(body, dict) and "code" in body:
-        return body["code"]
-    if required:
-        raise ApiError("COULD_NOT_VALIDATE", field_cause("code", "code in body is required", None))
-    return None
+
+async def _code_from_body(name: str) -> str:
+    """The ``code`` of a required ``{code}`` body named ``name`` in the reference; 400 COULD_NOT_VALIDATE when the
+    body or its code is missing or the code is not a string (an empty string is a wrong code, not a missing one)."""
+    body = await read_json(name)
+    if body is None:
+        raise ApiError("COULD_NOT_VALIDATE", field_cause(name, f"{name} in body is required", None))
+    validate_schema(_code_validator, body)
+    return str(body["code"])
+
+
+async def _optional_code() -> str | None:
+    """The code of ``GET …/recovery-codes``: the header if sent, else the body's (which may be absent)."""
+    header = request.headers.get(_CODE_HEADER)
+    if header:
+        return header
+    body = await read_json("mfaValidation")
+    if body is None:
+        return None
+    validate_schema(_code_validator, body)
+    return str(body["code"])
 
 
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
     mfa = controller.mfa
 
-    def add(method: str, path: str, operation_id: str, handler: Any, admin: bool = False) -> None:
-        routes.add(bp, RouteInfo(api, method, path, operation_id, "MFA", admin=admin), handler)
+    def add(method: str, path: str, operation_id: str, summary: str, handler: Any, **details: Any) -> None:
+        details.setdefault("admin", False)
+        routes.add(bp, RouteInfo(api, method, path, operation_id, "MFA", summary=summary, **details), handler)
 
     def identity_name(identity_id: str) -> str:
         with controller.store.read() as txn:
@@ -38,7 +74,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
 
     async def authenticate_mfa() -> Response:
         session = require_session(controller, allow_partial=True)
-        await mfa.authenticate(session, await _code_from_body())
+        await mfa.authenticate(session, await _code_from_body("mfaAuth"))
         return empty()
 
     async def detail_mfa() -> Response:
@@ -50,46 +86,50 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
 
     async def enroll_mfa() -> Response:
         session = require_session(controller, allow_partial=True)
-        record = await mfa.enroll(session.identity_id)
-        return created({"id": record["mfaId"], "_links": {"self": {"href": "./current-identity/mfa"}}})
+        return created(await mfa.enroll(session.identity_id))
 
     async def delete_mfa() -> Response:
         session = require_session(controller)
-        await mfa.remove_own(session, request.headers.get("mfa-validation-code", ""))
+        await mfa.remove_own(session, request.headers.get(_CODE_HEADER, ""))
         return empty()
 
     async def verify_mfa() -> Response:
         session = require_session(controller, allow_partial=True)
-        await mfa.verify(session, await _code_from_body())
+        await mfa.verify(session, await _code_from_body("mfaValidation"))
         return empty()
 
     async def qr_code() -> Response:
         session = require_session(controller, allow_partial=True)
-        png = mfa.qr_png(session.identity_id, identity_name(session.identity_id))
+        png = mfa.qr_code(session.identity_id, identity_name(session.identity_id))
         return Response(png, content_type="image/png")
 
     async def detail_recovery_codes() -> Response:
         session = require_session(controller)
-        code = request.headers.get("mfa-validation-code") or await _code_from_body(required=False)
-        return ok(await mfa.recovery_codes(session, code))
+        return ok(mfa.recovery_codes(session, await _optional_code()))
 
     async def regenerate_recovery_codes() -> Response:
         session = require_session(controller)
-        await mfa.regenerate_recovery_codes(session, await _code_from_body())
+        await mfa.regenerate_recovery_codes(session, await _code_from_body("mfaValidation"))
         return empty()
 
-    add("POST", "/authenticate/mfa", "authenticateMfa", authenticate_mfa)
-    add("GET", "/current-identity/mfa", "detailMfa", detail_mfa)
-    add("POST", "/current-identity/mfa", "enrollMfa", enroll_mfa)
-    add("DELETE", "/current-identity/mfa", "deleteMfa", delete_mfa)
-    add("POST", "/current-identity/mfa/verify", "verifyMfa", verify_mfa)
-    add("GET", "/current-identity/mfa/qr-code", "detailMfaQrCode", qr_code)
-    add("GET", "/current-identity/mfa/recovery-codes", "detailMfaRecoveryCodes", detail_recovery_codes)
-    add("POST", "/current-identity/mfa/recovery-codes", "createMfaRecoveryCodes", regenerate_recovery_codes)
+    add("POST", "/authenticate/mfa", "authenticateMfa", "Complete a login with a TOTP or a recovery code",
+        authenticate_mfa, body=MFA_CODE_SCHEMA)
+    add("GET", "/current-identity/mfa", "detailMfa", "Show the caller's MFA enrolment", detail_mfa, data=_DETAIL)
+    add("POST", "/current-identity/mfa", "enrollMfa", "Start MFA enrolment", enroll_mfa, status=201, data=_CREATED)
+    add("DELETE", "/current-identity/mfa", "deleteMfa", "Remove the caller's MFA enrolment", delete_mfa)
+    add("POST", "/current-identity/mfa/verify", "verifyMfa", "Complete MFA enrolment with a TOTP", verify_mfa,
+        body=MFA_CODE_SCHEMA)
+    add("GET", "/current-identity/mfa/qr-code", "detailMfaQrCode", "The provisioning URL as a QR code", qr_code,
+        produces="image/png", raw=True, data={"type": "string", "format": "binary"})
+    add("GET", "/current-identity/mfa/recovery-codes", "detailMfaRecoveryCodes", "Show the recovery codes",
+        detail_recovery_codes, data=_RECOVERY)
+    add("POST", "/current-identity/mfa/recovery-codes", "createMfaRecoveryCodes", "Replace the recovery codes",
+        regenerate_recovery_codes, body=MFA_CODE_SCHEMA)
     if api == "management":
         async def remove_identity_mfa(id: str) -> Response:
             require_admin(controller)
             await mfa.remove_by_admin(id)
             return empty()
 
-        add("DELETE", "/identities/{id}/mfa", "removeIdentityMfa", remove_identity_mfa, admin=True)
+        add("DELETE", "/identities/{id}/mfa", "removeIdentityMfa", "Remove an identity's MFA enrolment",
+            remove_identity_mfa, admin=True)

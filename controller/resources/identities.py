@@ -52,6 +52,11 @@ def _before_delete(ctx: WriteContext, row: Mapping[str, Any]) -> None:
         raise ApiError("ENTITY_CAN_NOT_BE_DELETED")
 
 
+def _after_write(ctx: WriteContext, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+    if new is None and old is not None:
+        ctx.txn.delete("mfa", old["id"])  # the MFA enrolment (keyed by identity id) goes with its identity
+
+
 def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
     from controller.clock import format_time
 
@@ -102,7 +107,7 @@ IDENTITIES = Resource(
     ),
     role_attributes_path="identity-role-attributes",
     role_filter=True,
-    hooks=Hooks(validate=_validate, before_delete=_before_delete, present=_present),
+    hooks=Hooks(validate=_validate, before_delete=_before_delete, after_write=_after_write, present=_present),
 )
 
 IDENTITY_TYPES = Resource(
