@@ -15,7 +15,7 @@ run: $(STAMP)
 	$(BIN)/tollgate serve
 
 lint: $(STAMP)
-	$(BIN)/ruff check controller actors web storage tests bench
+	$(BIN)/ruff check controller actors web storage tests $(wildcard bench)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
