@@ -64,7 +64,7 @@ async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
     extra = {k: body[k] for k in ("envInfo", "sdkInfo") if isinstance(body.get(k), dict)}
     if isinstance(body.get("configTypes"), list):
         with controller.store.read() as txn:
-            extra["configTypes"] = _config_type_ids(txn, "config-types" in controller.registry, body["configTypes"])
+            extra["configTypes"] = _config_type_ids(txn, body["configTypes"])
     # A verified MFA enrolment (or an auth policy demanding TOTP) leaves the session partial until the code.
     require_totp = bool(policy and policy.get("secondary", {}).get("requireTotp"))
     mfa_required = require_totp or controller.mfa.is_enrolled(identity["id"])
@@ -74,23 +74,16 @@ async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
     return row
 
 
-def _config_type_ids(txn: ReadTxn, known_kind: bool, requested: Iterable[Any]) -> list[str]:
+def _config_type_ids(txn: ReadTxn, requested: Iterable[Any]) -> list[str]:
     """Config type ids for the names or ids a client asked for: unknown ones are dropped, ``all`` is kept."""
-    names: dict[str, str] | None = None
     out: list[str] = []
     for value in requested:
         if not isinstance(value, str):
             continue
-        if value == "all":
+        if value == "all" or txn.exists("config-types", value):
             resolved: str | None = value
-        elif not known_kind:
-            resolved = None
-        elif txn.exists("config-types", value):
-            resolved = value
         else:
-            if names is None:
-                names = {row.get("name", ""): row["id"] for row in txn.scan("config-types")}
-            resolved = names.get(value)
+            resolved = txn.by_unique("config-types", "name", value)
         if resolved is not None and resolved not in out:
             out.append(resolved)
     return out

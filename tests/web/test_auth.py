@@ -124,8 +124,6 @@ async def test_config_types_keep_all_and_drop_unknown(anon: Api, controller: Con
 
 
 async def test_config_type_names_resolve_to_ids(admin: Api, controller: Controller) -> None:
-    if "config-types" not in controller.registry:
-        pytest.skip("the config-types kind is not registered")
     config_type_id = await admin.create("/config-types", {"name": "intercept.v9", "schema": {}})
     reply = await _authenticate(admin, {"username": ADMIN_USERNAME, "password": ADMIN_PASSWORD,
                                         "configTypes": ["intercept.v9", config_type_id, "all", "unknown"]})
