@@ -1,13 +1,15 @@
-"""A lean mailbox: a deque and at most one parked receiver.
+"""A lean mailbox: a queue allocated only while messages wait, and at most one parked receiver.
 
-A memory channel pair costs about 1.9 KB per actor; a deque plus a reference to the parked task costs a few
-hundred bytes, which keeps a parked actor near 2.6 KB in all (architecture.md, section 4). Single consumer only.
+A memory channel pair costs about 1.9 KB per actor and even an empty ``deque`` about 700 bytes; a parked actor's
+mailbox is almost always empty, so the queue exists only while it holds something and an idle mailbox is two
+slots (56 bytes). That keeps a parked actor near the 3 KB budget (architecture.md, section 4). Single consumer.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Generic, TypeVar
+from collections.abc import Coroutine
+from typing import Any, Generic, TypeVar
 
 import trio
 
@@ -22,14 +24,18 @@ class Mailbox(Generic[M]):
     __slots__ = ("_items", "_waiter")
 
     def __init__(self) -> None:
-        self._items: deque[M] = deque()
+        self._items: deque[M] | None = None
         self._waiter: trio.lowlevel.Task | None = None
 
     def __len__(self) -> int:
-        return len(self._items)
+        items = self._items
+        return 0 if items is None else len(items)
 
     def put_nowait(self, message: M) -> None:
-        self._items.append(message)
+        items = self._items
+        if items is None:
+            items = self._items = deque()
+        items.append(message)
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
@@ -37,23 +43,40 @@ class Mailbox(Generic[M]):
 
     def get_nowait(self) -> M:
         """The oldest message; raises ``trio.WouldBlock`` when empty."""
-        if not self._items:
+        items = self._items
+        if not items:
             raise trio.WouldBlock
-        return self._items.popleft()
+        message = items.popleft()
+        if not items:
+            self._items = None  # give the queue back: most mailboxes stay empty for long stretches
+        return message
 
     async def get(self) -> M:
         """The oldest message, waiting for one if needed. Cancellation leaves the mailbox intact."""
         await trio.lowlevel.checkpoint_if_cancelled()
         if not self._items:
-            if self._waiter is not None:
-                raise RuntimeError("a mailbox has one consumer")
-            self._waiter = trio.lowlevel.current_task()
-
-            def abort(_: object) -> trio.lowlevel.Abort:
-                self._waiter = None
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
+            await self.wait()
         else:
             await trio.lowlevel.cancel_shielded_checkpoint()
-        return self._items.popleft()
+        return self.get_nowait()
+
+    def wait(self) -> Coroutine[Any, Any, object]:
+        """Park until a message is put: ``await mailbox.wait()``, only while the mailbox is empty.
+
+        A plain function returning Trio's parking coroutine, so a parked consumer holds no frame of ours.
+
+        Raises:
+            RuntimeError: the mailbox is not empty, or another task is already parked on it.
+        """
+        if self._items:
+            raise RuntimeError("wait on a mailbox that holds messages")
+        if self._waiter is not None:
+            raise RuntimeError("a mailbox has one consumer")
+        self._waiter = trio.lowlevel.current_task()
+        # Returned, not awaited here: the caller awaits it at once (no frame of ours stays parked). A bound method
+        # rather than a closure: it lives as long as the actor is parked, in every parked actor.
+        return trio.lowlevel.wait_task_rescheduled(self._abort)  # noqa: ASYNC105
+
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED

@@ -80,6 +80,7 @@ class _Actor(Generic[S]):
     running: bool = False
     generation: int = 0
     deadline: float | None = None
+    fired: float | None = None
 
 
 class ActorRegistry(Generic[S, M, E]):
@@ -99,6 +100,7 @@ class ActorRegistry(Generic[S, M, E]):
         self._actors: dict[str, _Actor[S]] = {}
         self._scheduler: Scheduler[str] = Scheduler(self._deadline_reached)
         self._nursery: trio.Nursery | None = None
+        self._live = 0
         self.spawned = 0
         self.crashed = 0
         self.handled = 0
@@ -113,7 +115,7 @@ class ActorRegistry(Generic[S, M, E]):
 
     def statistics(self) -> dict[str, int]:
         """Live actors, pending deadlines, and counters since start."""
-        return {"live": sum(1 for a in self._actors.values() if a.running), "known": len(self._actors),
+        return {"live": self._live, "known": len(self._actors),
                 "spawned": self.spawned, "crashed": self.crashed, "handled": self.handled,
                 **{f"scheduler_{k}": v for k, v in self._scheduler.statistics().items()}}
 
@@ -143,11 +145,14 @@ class ActorRegistry(Generic[S, M, E]):
         if self._nursery is None:
             raise RuntimeError("the actor registry is not running")
         actor.running = True
+        self._live += 1
         self.spawned += 1
         self._nursery.start_soon(self._actor_task, key, actor)
 
     def _set_deadline(self, key: str, actor: _Actor[S], deadline: float | None) -> None:
-        if deadline == actor.deadline:
+        if deadline == actor.deadline or (deadline is not None and deadline == actor.fired):
+            # The second case: the deadline fired while a step was in flight, and that step's state still names
+            # it. Its message is already queued; arming it again would deliver it twice.
             return
         actor.deadline = deadline
         actor.generation += 1
@@ -162,44 +167,54 @@ class ActorRegistry(Generic[S, M, E]):
             return
         deadline = actor.deadline
         actor.deadline = None
+        actor.fired = deadline
         self.post(key, self._behavior.deadline_message(deadline))
 
     async def _actor_task(self, key: str, actor: _Actor[S]) -> None:
-        behavior = self._behavior
-        consumed = False
+        consumed = consumed_any = False
+        mailbox = actor.mailbox
         try:
-            state = behavior.load(key)
+            state = self._behavior.load(key)
             while True:
                 consumed = False
-                try:
-                    message = actor.mailbox.get_nowait()
-                except trio.WouldBlock:
+                if not len(mailbox):
                     if actor.deadline is None:
                         return  # passivate: nothing queued, nothing to wake for
-                    message = await actor.mailbox.get()
-                consumed = True
-                new_state, effects = behavior.handle(state, message, self._now())
-                self.handled += 1
-                if effects or new_state is not state:
-                    new_state = await behavior.perform(key, state, new_state, effects)
-                state = new_state
-                deadline = behavior.next_deadline(state)
-                self._set_deadline(key, actor, deadline)
+                    # Parked: this frame holds only the state (the last message and its effects died with _step).
+                    await mailbox.wait()
+                elif consumed_any:
+                    await trio.lowlevel.checkpoint()  # a long mailbox must not keep the other actors waiting
+                consumed = consumed_any = True
+                state = await self._step(key, actor, state, mailbox.get_nowait())
         except Exception:
             # The actor boundary: one identity's failure must not take down the others.
             self.crashed += 1
             log.exception("actor crashed; restarting from persisted state", extra={"actor": key})
-            actor.running = False
-            if not consumed and len(actor.mailbox):
-                actor.mailbox.get_nowait()  # the state could not even load: drop one message so this ends
-            if len(actor.mailbox) or actor.deadline is not None:
+            self._stopped(actor)
+            if not consumed and len(mailbox):
+                mailbox.get_nowait()  # the state could not even load: drop one message so this ends
+            if len(mailbox) or actor.deadline is not None:
                 self._spawn(key, actor)
             return
         finally:
-            if actor.running and not (len(actor.mailbox) or actor.deadline is not None):
-                actor.running = False
-                if actor.deadline is None and not len(actor.mailbox):
+            if actor.running and not (len(mailbox) or actor.deadline is not None):
+                self._stopped(actor)
+                if actor.deadline is None and not len(mailbox):
                     self._actors.pop(key, None)
+
+    async def _step(self, key: str, actor: _Actor[S], state: S, message: M) -> S:
+        """Handle one message: transition, effects, re-arm. Its own frame, so nothing of it outlives the step."""
+        behavior = self._behavior
+        new_state, effects = behavior.handle(state, message, self._now())
+        self.handled += 1
+        if effects or new_state is not state:
+            new_state = await behavior.perform(key, state, new_state, effects)
+        self._set_deadline(key, actor, behavior.next_deadline(new_state))
+        return new_state
+
+    def _stopped(self, actor: _Actor[S]) -> None:
+        actor.running = False
+        self._live -= 1
 
     def live(self, key: str) -> bool:
         actor = self._actors.get(key)

@@ -4,16 +4,24 @@
 loads and persists state, decides session requests, re-evaluates the identity's sessions and deletes those that
 fail, and works out the next MFA deadline, which the actor registry arms on its single scheduler heap. Everything
 an effect writes (state, revoked sessions, a created session) goes into one durable write before any reply is sent.
+
+The first re-evaluation at or after the state's deadline is the decision on that deadline (usually the one the
+deadline itself prompts; a message that arrives just after the deadline decides it first): the engine's
+:class:`~actors.lateness.LatenessRecorder` (``PostureEngine.lateness``) learns how late the decision was computed and
+how late its revocations became durable.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import trio
 
+from actors.lateness import DeadlineOutcome, LatenessRecorder
 from actors.messages import DeadlineReached, IdentityMessage
 from actors.registry import ActorRegistry, OneShot
 from controller.crud import create_row, delete_row
@@ -22,7 +30,7 @@ from controller.errors import ApiError
 from controller.posture.access import access_digest, mfa_checks_for
 from controller.posture.codec import decode_state, encode_state
 from controller.posture.decide import decide_session, revaluate, timer_changes
-from controller.posture.evaluate import mfa_deadline
+from controller.posture.evaluate import PostureData, mfa_deadline
 from controller.posture.machine import (
     Decide,
     Effect,
@@ -42,6 +50,11 @@ __all__ = ["STATE_KIND", "IdentityBehavior", "PostureEngine"]
 STATE_KIND = "posture-state"
 T = TypeVar("T")
 
+# Shared by every loaded state that has nothing of its own: a parked actor holds its state for as long as it waits
+# (a million of them at once), and most identities report no posture data and no SDK details.
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_NO_POSTURE = PostureData(processes=_EMPTY, process_paths=_EMPTY)
+
 
 @dataclass
 class _Plan:
@@ -52,17 +65,24 @@ class _Plan:
     create: dict[str, Any] | None = None
     replies: list[tuple[OneShot[Any], Any]] = field(default_factory=list)
     create_reply: OneShot[Any] | None = None
+    deadline: float | None = None
+    decided_at: float = 0.0
 
 
 class IdentityBehavior:
-    """The shell of an identity actor (see :class:`actors.registry.Behavior`)."""
+    """The shell of an identity actor (see :class:`actors.registry.Behavior`).
 
-    def __init__(self, domain: Domain) -> None:
+    ``evaluate_posture`` False is the global off switch: sessions are decided and re-evaluated on policies alone.
+    """
+
+    def __init__(self, domain: Domain, *, evaluate_posture: bool = True) -> None:
         self.domain = domain
+        self.evaluate_posture = evaluate_posture
+        self.lateness = LatenessRecorder()
 
     def load(self, key: str) -> IdentityState:
         with self.domain.store.read() as txn:
-            return decode_state(key, txn.get(STATE_KIND, key))
+            return _compact(decode_state(key, txn.get(STATE_KIND, key)))
 
     def handle(self, state: IdentityState, message: IdentityMessage, now: float) -> tuple[IdentityState,
                                                                                            Sequence[Effect]]:
@@ -79,6 +99,9 @@ class IdentityBehavior:
         now = self.domain.clock.now()
         plan = _Plan()
         state = after
+        # Only a re-evaluation (policies or MFA state may have moved) or a decision can change the next deadline;
+        # a read must not pay for working it out again.
+        rearm = False
         with self.domain.read() as ctx:
             identity = ctx.txn.get("identities", key)
             if identity is None:
@@ -96,22 +119,30 @@ class IdentityBehavior:
                 match effect:
                     case Persist():
                         plan.persist = True
-                    case Revaluate():
-                        digest = access_digest(ctx, identity)
+                    case Revaluate(access=access):
+                        rearm = True
+                        digest = (access_digest(ctx, identity) if access or state.access_digest is None
+                                  else state.access_digest)
                         if digest != state.access_digest:
                             # Gained or lost a service, a session type or a check: clients must refresh.
                             changed_at = now if state.access_digest is not None else state.last_change_at
                             state = replace(state, access_digest=digest, last_change_at=changed_at)
                             plan.persist = True
-                        revoked, timed_out = revaluate(ctx, identity, state, now)
+                        revoked, timed_out = revaluate(ctx, identity, state, now,
+                                                       evaluate_posture=self.evaluate_posture)
                         plan.revoke.extend(revoked)
+                        if before.deadline is not None and before.deadline <= now:
+                            plan.deadline, plan.decided_at = before.deadline, self.domain.clock.now()
+                        changed_at = now if revoked else state.last_change_at
                         if timed_out:
-                            state = mark_timed_out(state, timed_out)
-                        if revoked:
+                            state = mark_timed_out(state, timed_out, last_change_at=changed_at)
+                        elif revoked:
                             state = replace(state, last_change_at=now)
                         plan.persist = plan.persist or bool(revoked or timed_out)
                     case Decide(request):
-                        outcome = decide_session(ctx, identity, state, request, now)
+                        rearm = True
+                        outcome = decide_session(ctx, identity, state, request, now,
+                                                 evaluate_posture=self.evaluate_posture)
                         if outcome.failure is not None:
                             state = record_failure(state, outcome.failure)
                             plan.persist = True
@@ -126,11 +157,14 @@ class IdentityBehavior:
                                                                       unlocked, now)))
                     case Reply(reply, value):
                         plan.replies.append((reply, state if isinstance(value, IdentityState) else value))
-            deadline = self._next_deadline(ctx, identity, state, now)
+            deadline = self._next_deadline(ctx, identity, state, now) if rearm else state.deadline
         if deadline != state.deadline:
             state = replace(state, deadline=deadline)
             plan.persist = True
         created = await self._apply(key, state, plan)
+        if plan.deadline is not None:
+            self.lateness.record(DeadlineOutcome(key, plan.deadline, plan.decided_at, self.domain.clock.now(),
+                                                 len(plan.revoke)))
         if plan.create_reply is not None:
             plan.replies.append((plan.create_reply, created))
         _send(plan.replies)
@@ -166,6 +200,17 @@ class IdentityBehavior:
         return await self.domain.write(write)
 
 
+def _compact(state: IdentityState) -> IdentityState:
+    """``state`` with the parts every other identity has too shared instead of copied (see ``_EMPTY``)."""
+    posture = state.posture
+    if (posture.os is None and posture.mac is None and posture.domain is None and not posture.processes
+            and not posture.process_paths):
+        posture = _NO_POSTURE
+    sessions = {k: replace(v, sdk_info=_EMPTY) if not v.sdk_info else v for k, v in state.sessions.items()}
+    digest = sys.intern(state.access_digest) if state.access_digest is not None else None
+    return replace(state, posture=posture, sessions=sessions, access_digest=digest)
+
+
 def _send(replies: list[tuple[OneShot[Any], Any]]) -> None:
     for reply, value in replies:
         reply.send(value)
@@ -174,9 +219,10 @@ def _send(replies: list[tuple[OneShot[Any], Any]]) -> None:
 class PostureEngine:
     """The identity actors of one controller, and the calls request handlers make to them."""
 
-    def __init__(self, domain: Domain) -> None:
+    def __init__(self, domain: Domain, *, evaluate_posture: bool = True) -> None:
         self.domain = domain
-        self.behavior = IdentityBehavior(domain)
+        self.behavior = IdentityBehavior(domain, evaluate_posture=evaluate_posture)
+        self.lateness = self.behavior.lateness
         self.actors: ActorRegistry[IdentityState, IdentityMessage, Effect] = ActorRegistry(
             self.behavior, domain.clock.now, domain.clock.to_trio)
 

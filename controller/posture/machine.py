@@ -79,7 +79,16 @@ class Persist:
 
 @dataclass(frozen=True, slots=True)
 class Revaluate:
-    """Check every Dial/Bind session of the identity against the policies; delete those that now fail."""
+    """Check every Dial/Bind session of the identity against the policies; delete those that now fail.
+
+    ``access`` asks to work out again what the identity may use (its access digest) too: only policies, checks or
+    the identity's roles can change that, so :class:`Reevaluate` sets it, and a login does (the identity may have
+    had no API session, and so no re-evaluation, when its access last changed); posture, MFA and deadline
+    transitions leave it alone, which spares them the policy walk. It qualifies how the shell carries the effect
+    out, not what the effect is, so it takes no part in equality.
+    """
+
+    access: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +150,9 @@ def apply_response(posture: PostureData, response: Mapping[str, Any], now: float
     return posture
 
 
-def _with_session(state: IdentityState, api_session_id: str, session: SessionPosture) -> IdentityState:
-    return replace(state, sessions={**state.sessions, api_session_id: session})
+def _with_session(state: IdentityState, api_session_id: str, session: SessionPosture,
+                  **changes: Any) -> IdentityState:
+    return replace(state, sessions={**state.sessions, api_session_id: session}, **changes)
 
 
 def record_failure(state: IdentityState, entry: Mapping[str, Any]) -> IdentityState:
@@ -150,14 +160,17 @@ def record_failure(state: IdentityState, entry: Mapping[str, Any]) -> IdentitySt
     return replace(state, failures=(*state.failures, entry)[-MAX_FAILURES:])
 
 
-def mark_timed_out(state: IdentityState, api_session_ids: Sequence[str]) -> IdentityState:
-    """Set the sticky MFA ``timedOut`` flag of the given API sessions."""
+def mark_timed_out(state: IdentityState, api_session_ids: Sequence[str], **changes: Any) -> IdentityState:
+    """Set the sticky MFA ``timedOut`` flag of the given API sessions (and apply ``changes`` in the same copy)."""
     sessions = dict(state.sessions)
     for session_id in api_session_ids:
         current = sessions.get(session_id)
         if current is not None and not current.mfa.timed_out:
-            sessions[session_id] = replace(current, mfa=replace(current.mfa, timed_out=True))
-    return replace(state, sessions=sessions)
+            old = current.mfa
+            mfa = MfaState(passed_mfa_at=old.passed_mfa_at, woken_at=old.woken_at, unlocked_at=old.unlocked_at,
+                           timed_out=True)
+            sessions[session_id] = SessionPosture(mfa, current.sdk_info)
+    return replace(state, sessions=sessions, **changes)
 
 
 def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityState, list[Effect]]:
@@ -172,20 +185,19 @@ def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityStat
                 effects.append(Reply(reply, []))
             return replace(state, posture=posture, last_change_at=now), effects
         case EndpointStateReported(api_session_id, woken, unlocked, reply):
+            # Built directly rather than through chained replace(): these are the busiest transitions.
             session = state.sessions.get(api_session_id, SessionPosture())
-            mfa = session.mfa
-            if woken:
-                mfa = replace(mfa, woken_at=now)
-            if unlocked:
-                mfa = replace(mfa, unlocked_at=now)
-            new = _with_session(state, api_session_id, replace(session, mfa=mfa))
-            return replace(new, last_change_at=now), [Persist(), Revaluate(),
-                                                      ReportTimers(api_session_id, woken, unlocked, reply)]
+            old = session.mfa
+            mfa = MfaState(passed_mfa_at=old.passed_mfa_at, woken_at=now if woken else old.woken_at,
+                           unlocked_at=now if unlocked else old.unlocked_at, timed_out=old.timed_out)
+            new = _with_session(state, api_session_id, SessionPosture(mfa, session.sdk_info), last_change_at=now)
+            return new, [Persist(), Revaluate(), ReportTimers(api_session_id, woken, unlocked, reply)]
         case MfaPassed(api_session_id):
             session = state.sessions.get(api_session_id, SessionPosture())
-            mfa = replace(session.mfa, passed_mfa_at=now, timed_out=False)
-            new = _with_session(state, api_session_id, replace(session, mfa=mfa))
-            return replace(new, last_change_at=now), [Persist(), Revaluate()]
+            old = session.mfa
+            mfa = MfaState(passed_mfa_at=now, woken_at=old.woken_at, unlocked_at=old.unlocked_at, timed_out=False)
+            new = _with_session(state, api_session_id, SessionPosture(mfa, session.sdk_info), last_change_at=now)
+            return new, [Persist(), Revaluate()]
         case MfaRemoved():
             sessions = {k: replace(v, mfa=replace(v.mfa, passed_mfa_at=None)) for k, v in state.sessions.items()}
             return replace(state, sessions=sessions, last_change_at=now), [Persist(), Revaluate()]
@@ -193,7 +205,7 @@ def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityStat
             current = state.sessions.get(api_session_id, SessionPosture())
             # Re-evaluating records what the identity may use now, the baseline for telling clients of changes.
             new = _with_session(state, api_session_id, replace(current, sdk_info=dict(sdk_info)))
-            return new, [Persist(), Revaluate()]
+            return new, [Persist(), Revaluate(access=True)]
         case ApiSessionEnded(api_session_id):
             if api_session_id not in state.sessions:
                 return state, []
@@ -203,7 +215,7 @@ def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityStat
             # An MFA timer ran out: the identity's posture changed even if no session needs revoking.
             return replace(state, last_change_at=now), [Persist(), Revaluate()]
         case Reevaluate():
-            return state, [Revaluate()]
+            return state, [Revaluate(access=True)]
         case CreateSession() as request:
             return state, [Decide(request)]
         case ReadState(reply):
