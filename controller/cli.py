@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--session-timeout", type=float, default=1800.0,
                        help="idle seconds before an API session ends (1800; under 60 means 1800)")
     serve.add_argument("--max-body-bytes", type=_positive, default=1 << 20, help="request body size cap (1 MiB)")
+    serve.add_argument("--no-posture-evaluation", action="store_true",
+                       help="grant sessions on service policies alone; posture checks never refuse or revoke")
     serve.add_argument("--log-level", type=str.upper, choices=_LEVELS, default="INFO", help="log level (INFO)")
     return parser
 
@@ -72,7 +74,7 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str] | None = None
     settings = Settings(
         data_dir=args.data_dir, host=args.host, port=args.port, tls=not args.no_tls, sans=tuple(args.san),
         session_timeout=args.session_timeout, max_body_bytes=args.max_body_bytes,
-        admin_username=username, admin_password=password,
+        admin_username=username, admin_password=password, evaluate_posture=not args.no_posture_evaluation,
     )
     return settings, str(args.log_level)
 

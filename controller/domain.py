@@ -91,12 +91,20 @@ class Domain:
         with self.store.read() as txn:
             return txn.exists(kind, row_id)
 
-    async def create(self, kind: str, body: Any) -> dict[str, Any]:
+    def validated_create(self, kind: str, body: Any) -> Callable[[WriteContext], dict[str, Any]]:
+        """Validate a create body now; returns the write that stores it (raises ApiError for a bad body).
+
+        :meth:`create` runs the write in the next group commit; a bulk load may run many in one transaction.
+        """
         resource = self.registry[kind]
         body = _prepared(resource, body, Mode.CREATE)
         variant = validate_body(resource, body, Mode.CREATE)
         clean = _normalized(resource, body, Mode.CREATE)
-        row = await self.write(lambda ctx: create_row(ctx, resource, clean, variant))
+        return lambda ctx: create_row(ctx, resource, clean, variant)
+
+    async def create(self, kind: str, body: Any) -> dict[str, Any]:
+        resource = self.registry[kind]
+        row = await self.write(self.validated_create(kind, body))
         with self.read() as ctx:
             return present(ctx, resource, row)
 

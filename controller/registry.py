@@ -34,6 +34,9 @@ class Registry:
                 if kind not in self.resources or association.target not in self.resources:
                     raise ValueError(f"association {kind}/{association.path} names an unknown kind")
             self._associations[kind] = tuple(lists)
+        # Every delete asks who refers to the kind; the specs never change after start, so answer once per kind.
+        self._referencing: dict[str, list[tuple[Resource, Field]]] = {}
+        self._role_fields: dict[str, list[tuple[Resource, Field]]] = {}
 
     def associations(self, kind: str) -> tuple[Association, ...]:
         """The ``GET /{kind}/{id}/{path}`` lists of a kind: its spec's own plus those registered centrally."""
@@ -73,12 +76,20 @@ class Registry:
         return table
 
     def referencing_fields(self, kind: str) -> list[tuple[Resource, Field]]:
-        """Every (resource, field) whose field holds an id of ``kind``."""
-        return [(r, f) for r in self.resources.values() for f in r.all_fields() if f.ref == kind]
+        """Every (resource, field) whose field holds an id of ``kind``. Do not mutate the list."""
+        found = self._referencing.get(kind)
+        if found is None:
+            found = self._referencing[kind] = [(r, f) for r in self.resources.values() for f in r.all_fields()
+                                               if f.ref == kind]
+        return found
 
     def role_fields(self, kind: str) -> list[tuple[Resource, Field]]:
-        """Every (resource, field) that is a role selector over ``kind``."""
-        return [(r, f) for r in self.resources.values() for f in r.all_fields() if f.roles == kind]
+        """Every (resource, field) that is a role selector over ``kind``. Do not mutate the list."""
+        found = self._role_fields.get(kind)
+        if found is None:
+            found = self._role_fields[kind] = [(r, f) for r in self.resources.values() for f in r.all_fields()
+                                               if f.roles == kind]
+        return found
 
 
 def _is_system(row: Mapping[str, Any]) -> bool:

@@ -61,7 +61,7 @@ class Controller:
         domain = Domain(store, writer, registry, clock)
         sessions = ApiSessions(domain, settings.effective_session_timeout, hash_in_thread=settings.worker_threads,
                                max_concurrent_hashes=settings.max_concurrent_hashes)
-        engine = PostureEngine(domain)
+        engine = PostureEngine(domain, evaluate_posture=settings.evaluate_posture)
         controller = cls(settings, store, writer, registry, domain, sessions, clock, engine)
         controller.mfa = MfaService(controller)
         controller.pki = pki

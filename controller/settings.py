@@ -24,6 +24,9 @@ class Settings:
         durable: fsync every commit (only tests and benchmark baselines turn it off).
         admin_username, admin_password: the default admin's credentials on first start (random password if None).
         max_concurrent_hashes: password verifications allowed at once (each scrypt holds 16 MiB and a core).
+        evaluate_posture: the global posture switch. Off, sessions are granted on service policies alone and no
+            posture check (MFA timeouts included) ever refuses or revokes one; the checks are still stored and
+            listed.
     """
 
     data_dir: Path = Path("data")
@@ -38,6 +41,7 @@ class Settings:
     admin_username: str = "admin"
     admin_password: str | None = None
     max_concurrent_hashes: int = 2
+    evaluate_posture: bool = True
 
     @property
     def effective_session_timeout(self) -> float:

@@ -26,6 +26,8 @@ CLIENT_BASE = "/edge/client/v1"
 
 log = logging.getLogger("tollgate.access")
 
+_BODYLESS = frozenset({"GET", "HEAD", "OPTIONS"})
+
 
 def create_app(controller: Controller) -> QuartTrio:
     """Build the application for one controller; routes derive from its registry."""
@@ -44,9 +46,10 @@ def create_app(controller: Controller) -> QuartTrio:
         length = request.content_length
         if length is not None and length > controller.settings.max_body_bytes:
             return render_error(ApiError("REQUEST_TOO_LARGE"))
-        if length is None:
+        if length is None and request.method not in _BODYLESS:
             # A chunked body announces no size: read it now (Quart stops at MAX_CONTENT_LENGTH and raises 413),
-            # so an oversized one is refused before the handler does anything.
+            # so an oversized one is refused before the handler does anything. Reads carry no body; waiting for
+            # one would cost every GET a trip through the body machinery.
             await request.get_data()
         return None
 

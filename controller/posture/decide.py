@@ -55,8 +55,10 @@ def _criteria_times(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityState, request: CreateSession,
-                   now: float) -> Outcome:
-    """The order of checks of the reference controller: idempotency, visibility, permission, posture, routers."""
+                   now: float, *, evaluate_posture: bool = True) -> Outcome:
+    """The order of checks of the reference controller: idempotency, visibility, permission, posture, routers.
+
+    ``evaluate_posture`` False skips the posture step (the controller's global off switch)."""
     txn = ctx.txn
     for session_id in txn.ids_by_ref("sessions", "apiSessionId", request.api_session_id):
         existing = txn.get("sessions", session_id)
@@ -71,7 +73,7 @@ def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: Identit
         return Outcome(reply=ApiError("COULD_NOT_VALIDATE",
                                       field_cause("ServiceId", "service not found", request.service_id)))
     decision = evaluate_access(ctx, identity, service, request.session_type, state.posture,
-                               _mfa(state, request.api_session_id), now)
+                               _mfa(state, request.api_session_id), now, evaluate_posture=evaluate_posture)
     if not decision.granted:
         failed = [p for p in decision.policies if not p.passing]
         cause = {
@@ -95,8 +97,10 @@ def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: Identit
 
 
 def revaluate(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityState,
-              now: float) -> tuple[list[str], list[str]]:
-    """Sessions of the identity that no longer pass (to delete) and API sessions whose MFA timed out."""
+              now: float, *, evaluate_posture: bool = True) -> tuple[list[str], list[str]]:
+    """Sessions of the identity that no longer pass (to delete) and API sessions whose MFA timed out.
+
+    With ``evaluate_posture`` False only lost policies revoke a session; posture never does."""
     revoked: list[str] = []
     timed_out: set[str] = set()
     txn = ctx.txn
@@ -108,7 +112,8 @@ def revaluate(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityStat
         if service is None:
             continue
         decision = evaluate_access(ctx, identity, service, str(session["type"]), state.posture,
-                                   _mfa(state, str(session["apiSessionId"])), now)
+                                   _mfa(state, str(session["apiSessionId"])), now,
+                                   evaluate_posture=evaluate_posture)
         if decision.timed_out:
             timed_out.add(str(session["apiSessionId"]))
         if not decision.granted:

@@ -5,11 +5,12 @@ Pure functions of a snapshot, the identity's posture state, the calling API sess
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from controller.clock import format_time, parse_time
-from controller.posture.access import linking_policies, policy_checks
+from controller.posture.access import policies_by_service, policy_checks
 from controller.posture.evaluate import MfaState, evaluate_check, mfa_timeout, mfa_timeout_remaining
 from controller.posture.machine import IdentityState
 from controller.present import link
@@ -33,7 +34,7 @@ def is_legacy_sdk(sdk_info: Mapping[str, Any]) -> bool:
 
 def service_permissions(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any]) -> list[str]:
     """``Dial``/``Bind`` through policies; an admin with neither sees the service as ``Invalid``."""
-    types = {str(p.get("type")) for p in linking_policies(ctx, identity, service)}
+    types = {str(p.get("type")) for p in policies_by_service(ctx, identity).get(service["id"], ())}
     found: list[str] = [t for t in ("Dial", "Bind") if t in types]
     if not found and identity.get("isAdmin"):
         return ["Invalid"]
@@ -68,7 +69,11 @@ def _query(check: Mapping[str, Any], state: IdentityState, mfa: MfaState | None,
 
 def posture_queries(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any], state: IdentityState,
                     api_session_id: str, now: float) -> list[dict[str, Any]]:
-    """One entry per service policy (Dial and Bind) linking identity and service, with its checks as queries."""
+    """One entry per service policy (Dial and Bind) linking identity and service, with its checks as queries.
+
+    Each check is evaluated once per snapshot (``ctx.memo``) however many services and policies share it, so pass
+    the same ``state``, ``api_session_id`` and ``now`` for every service listed with one ``ctx``.
+    """
     if ctx.txn.count("posture-checks") == 0:
         return [{"policyId": _DUMMY.format(p.lower()), "policyType": p, "isPassing": True, "postureQueries": []}
                 for p in service_permissions(ctx, identity, service)]
@@ -76,8 +81,10 @@ def posture_queries(ctx: ReadContext, identity: Mapping[str, Any], service: Mapp
     mfa = session.mfa if session is not None else None
     legacy = is_legacy_sdk(session.sdk_info if session is not None else {})
     entries = []
-    for policy in linking_policies(ctx, identity, service):
-        queries = [_query(check, state, mfa, legacy, now) for check in policy_checks(ctx, policy)]
+    for policy in policies_by_service(ctx, identity).get(service["id"], ()):
+        queries = [ctx.cached(("posture-query", check["id"], api_session_id),
+                              functools.partial(_query, check, state, mfa, legacy, now))
+                   for check in policy_checks(ctx, policy)]
         entries.append({"policyId": policy["id"], "policyType": policy.get("type"),
                         "isPassing": all(q["isPassing"] for q in queries), "postureQueries": queries})
     return entries

@@ -6,8 +6,9 @@ the :class:`Change` s that the write produced, which the async shell publishes a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from storage.store import ReadTxn, WriteTxn
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from controller.registry import Registry
 
 __all__ = ["Change", "ReadContext", "WriteContext"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +32,24 @@ class Change:
 
 @dataclass(slots=True)
 class ReadContext:
-    """A consistent snapshot plus the registry and ``now`` (wall-clock epoch seconds)."""
+    """A consistent snapshot plus the registry and ``now`` (wall-clock epoch seconds).
+
+    ``memo`` holds what :meth:`cached` derived from this snapshot (policy links, decoded policy rows): one request
+    or one actor step asks the same questions for many services, and a snapshot never changes under it.
+    """
 
     txn: ReadTxn
     registry: Registry
     now: float
+    memo: dict[Hashable, Any] = field(default_factory=dict)
+
+    def cached(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, computed once per snapshot for ``key``. Callers must not mutate the value."""
+        try:
+            value: T = self.memo[key]
+        except KeyError:
+            value = self.memo[key] = compute()
+        return value
 
 
 @dataclass(slots=True)
@@ -42,3 +58,7 @@ class WriteContext(ReadContext):
 
     txn: WriteTxn
     changes: list[Change] = field(default_factory=list)
+
+    def cached(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Always ``compute()``: this transaction's own writes would make a remembered answer stale."""
+        return compute()

@@ -201,11 +201,17 @@ class Resource:
 
     def all_fields(self) -> tuple[Field, ...]:
         """Common fields, own fields, then every variant's fields (first definition of a name wins)."""
+        # Every write and every presented row asks: computed once per spec (specs are immutable).
+        cached = _ALL_FIELDS.get(id(self))
+        if cached is not None and cached[0] is self:
+            return cached[1]
         seen: dict[str, Field] = {}
         variant_fields = [f for v in self.variants.variants for f in v.fields] if self.variants else []
         for f in (*COMMON_FIELDS, *self.fields, *variant_fields):
             seen.setdefault(f.name, f)
-        return tuple(seen.values())
+        fields = tuple(seen.values())
+        _ALL_FIELDS[id(self)] = (self, fields)
+        return fields
 
     def fields_for(self, variant: Variant | None) -> tuple[Field, ...]:
         """The fields a request body of the given variant may carry (common fields excluded)."""
@@ -218,6 +224,9 @@ class Resource:
                 return f
         return None
 
+
+# id(spec) -> (spec, its fields): the spec is kept alive with its entry, so an id is never reused under it.
+_ALL_FIELDS: dict[int, tuple[Resource, tuple[Field, ...]]] = {}
 
 TAGS_SCHEMA: Mapping[str, Any] = {
     "type": "object",

@@ -58,6 +58,12 @@ def test_flags_and_environment_map_to_settings() -> None:
     assert settings.max_body_bytes == 2048
     assert (settings.admin_username, settings.admin_password) == ("operator", "op-password")
     assert level == "DEBUG"
+    assert settings.evaluate_posture is True
+
+
+def test_posture_evaluation_switch() -> None:
+    settings, _ = parse_settings(["serve", "--no-posture-evaluation"], environ={})
+    assert settings.evaluate_posture is False
 
 
 def test_empty_environment_values_mean_unset() -> None:
