@@ -22,8 +22,14 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/pytest
 
+# wrk is the HTTP load generator of the http and sessions scenarios (Debian/Ubuntu package; root or sudo).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
 bench: $(STAMP)
-	$(BIN)/python -m bench all
+	@command -v wrk >/dev/null || $(SUDO) apt-get install -y wrk || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y wrk)
+	mkdir -p bench/results
+	$(BIN)/python -m bench all --results bench/RESULTS.md --json bench/results/bench.json
 
 clean:
 	rm -rf $(VENV) data
