@@ -135,9 +135,8 @@ def load_model(controller: Controller, size: ModelSize) -> Loaded:
     """Create the model's rows (call before the controller serves; no actor exists yet)."""
     groups = _groups(size)
     loaded = Loaded(size.name)
-    routers = _create_all(controller, "edge-routers", ({"name": f"er-{i}", "roleAttributes": ["routers"]}
-                                                       for i in range(size.edge_routers)))
-    del routers
+    _create_all(controller, "edge-routers", ({"name": f"er-{i}", "roleAttributes": ["routers"]}
+                                             for i in range(size.edge_routers)))
     _create_all(controller, "edge-router-policies", [{"name": "all-routers", "semantic": "AnyOf",
                                                       "identityRoles": ["#all"], "edgeRouterRoles": ["#all"]}])
     _create_all(controller, "service-edge-router-policies", [{"name": "all-services", "semantic": "AnyOf",

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -170,7 +171,7 @@ def _serve_controller(args: argparse.Namespace) -> None:
     trio.run(lambda: serve_controller(_settings(args, durable=True), on_ready=ready))
 
 
-def _serve_hello(args: argparse.Namespace) -> None:
+def _serve_bare(args: argparse.Namespace) -> None:
     from hypercorn.trio import serve
 
     from controller.main import hypercorn_config
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     gc.callbacks.append(PAUSES)
     try:
         if args.app in ("hello", "quart"):
-            _serve_hello(args)
+            _serve_bare(args)
         else:
             _serve_controller(args)
     finally:
@@ -247,8 +248,6 @@ class Server:
 
 def wait_idle(server: Server, *, quiet: float = 0.05, timeout: float = 60.0) -> None:
     """Return once a trivial request answers within ``quiet`` seconds: what a finished load left in flight is done."""
-    import urllib.request
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         started = time.monotonic()

@@ -17,6 +17,7 @@ service list's median latency grows by at most 2x from medium to large) and T8 (
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -48,7 +49,7 @@ class _Pairs:
                     yield client["token"], client["services"][k]
 
     def take(self, count: int) -> list[Request]:
-        pairs = [pair for _, pair in zip(range(count), self._iterator, strict=False)]
+        pairs = list(itertools.islice(self._iterator, count))
         if len(pairs) < count:
             raise RuntimeError("the model has too few (client, service) pairs for this run")
         return [Request.make("POST", f"{CLIENT}/sessions", token, {"serviceId": service})

@@ -24,7 +24,6 @@ __all__ = [
     "evaluate_access",
     "linking_policies",
     "mfa_checks_for",
-    "permissions",
     "policies_by_service",
     "policy_checks",
     "service_permissions_map",
@@ -88,12 +87,6 @@ def policies_by_service(ctx: ReadContext, identity: Mapping[str, Any]) -> dict[s
         return found
 
     return ctx.cached(("policies-by-service", identity["id"]), compute)
-
-
-def permissions(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any]) -> list[str]:
-    """``Dial``/``Bind`` the identity has on the service through any policy, in that order."""
-    types = {str(p.get("type")) for p in linking_policies(ctx, identity, service)}
-    return [t for t in ("Dial", "Bind") if t in types]
 
 
 def policy_checks(ctx: ReadContext, policy: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -199,19 +199,19 @@ class Resource:
     extra_filter_fields: Mapping[str, Any] = field(default_factory=dict)
     seed: tuple[Mapping[str, Any], ...] = ()
 
-    def all_fields(self) -> tuple[Field, ...]:
-        """Common fields, own fields, then every variant's fields (first definition of a name wins)."""
-        # Every write and every presented row asks: computed once per spec (specs are immutable).
-        cached = _ALL_FIELDS.get(id(self))
-        if cached is not None and cached[0] is self:
-            return cached[1]
+    # Every write and every presented row asks for all_fields(): derived once, when the spec is made.
+    _all_fields: tuple[Field, ...] = field(init=False, repr=False, compare=False, default=())
+
+    def __post_init__(self) -> None:
         seen: dict[str, Field] = {}
         variant_fields = [f for v in self.variants.variants for f in v.fields] if self.variants else []
         for f in (*COMMON_FIELDS, *self.fields, *variant_fields):
             seen.setdefault(f.name, f)
-        fields = tuple(seen.values())
-        _ALL_FIELDS[id(self)] = (self, fields)
-        return fields
+        object.__setattr__(self, "_all_fields", tuple(seen.values()))  # frozen: set once, here
+
+    def all_fields(self) -> tuple[Field, ...]:
+        """Common fields, own fields, then every variant's fields (first definition of a name wins)."""
+        return self._all_fields
 
     def fields_for(self, variant: Variant | None) -> tuple[Field, ...]:
         """The fields a request body of the given variant may carry (common fields excluded)."""
@@ -224,9 +224,6 @@ class Resource:
                 return f
         return None
 
-
-# id(spec) -> (spec, its fields): the spec is kept alive with its entry, so an id is never reused under it.
-_ALL_FIELDS: dict[int, tuple[Resource, tuple[Field, ...]]] = {}
 
 TAGS_SCHEMA: Mapping[str, Any] = {
     "type": "object",

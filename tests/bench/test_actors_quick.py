@@ -8,9 +8,7 @@ deadline re-armed). The bulk seeder the scenario stands on is checked against th
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -21,13 +19,10 @@ from bench.__main__ import main
 from bench.actors_bench import QUICK
 from bench.identities import ensure_network, seed_mfa_identities
 from controller.root import Controller
+from tests.bench.quick_result import check_targets, finite
 
 TARGETS = {"T3.decision_p99", "T3.decision_max", "T3.durable_p99", "T3.cpu", "T4.p99", "T4.cpu", "T4.memory",
            "T5.restore"}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def test_quick_run_writes_every_target(tmp_path: Path) -> None:
@@ -35,13 +30,7 @@ def test_quick_run_writes_every_target(tmp_path: Path) -> None:
     assert main(["actors", "--quick", "--json", str(path)]) == 0
     result = json.loads(path.read_text())
 
-    assert result["scenario"] == "actors"
-    assert result["quick"] is True
-    assert set(result["targets"]) == TARGETS
-    for name, target in result["targets"].items():
-        assert isinstance(target["met"], bool), name
-        assert _finite(target["value"]) and _finite(target["baseline"]) and _finite(target["ratio"]), (name, target)
-        assert isinstance(target["unit"], str) and target["unit"], name
+    check_targets(result, "actors", TARGETS)
 
     rounds = result["rounds"]
     sides = {(r["part"], r["side"]) for r in rounds}
@@ -55,7 +44,7 @@ def test_quick_run_writes_every_target(tmp_path: Path) -> None:
             assert r["undecided"] == 0 and r["revoked"] == r["deadlines"], r
         if r["side"] == "subject" and r["part"] == "T5":
             assert r["armed"] == QUICK.t5_count, r
-    assert all(_finite(row["subject"]) for row in result["table"]), result["table"]
+    assert all(finite(row["subject"]) for row in result["table"]), result["table"]
 
 
 async def test_seeded_identities_are_what_the_write_path_makes(controller: Controller,

@@ -8,22 +8,15 @@ request succeeded, and the JSON has the documented shape.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from bench.__main__ import main
+from tests.bench.quick_result import check_targets
 
 
 def _check_shape(result: dict[str, Any], scenario: str, targets: set[str]) -> None:
-    assert result["scenario"] == scenario
-    assert result["quick"] is True
-    assert set(result["targets"]) == targets
-    for name, target in result["targets"].items():
-        assert isinstance(target["met"], bool), name
-        for key in ("value", "baseline", "ratio"):
-            assert isinstance(target[key], float | int) and math.isfinite(target[key]), (name, key, target)
-        assert target["unit"], name
+    check_targets(result, scenario, targets)
     assert result["rounds"], "no rounds recorded"
     assert not [n for n in result["notes"] if "failed requests" in n], result["notes"]
 

@@ -6,18 +6,13 @@ Figures from a quick run mean nothing, so no target is asserted to be met; only 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any
 
 from bench.__main__ import main
 from bench.storage_bench import CONCURRENCY
+from tests.bench.quick_result import check_targets, finite
 
 TARGETS = {"T6.throughput", "T6.throughput.writer", "T6.latency", "T6.reads"}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def test_quick_run_writes_every_target(tmp_path: Path) -> None:
@@ -25,13 +20,7 @@ def test_quick_run_writes_every_target(tmp_path: Path) -> None:
     assert main(["storage", "--quick", "--json", str(path)]) == 0
     result = json.loads(path.read_text())
 
-    assert result["scenario"] == "storage"
-    assert result["quick"] is True
-    assert set(result["targets"]) == TARGETS
-    for name, target in result["targets"].items():
-        assert isinstance(target["met"], bool), name
-        assert _finite(target["value"]) and _finite(target["baseline"]), (name, target)
-        assert isinstance(target["unit"], str) and target["unit"], name
+    check_targets(result, "storage", TARGETS, ratio=False)
     # A read that hopped threads is counted: the baseline is the writer's own hops, which must have been seen.
     assert result["targets"]["T6.reads"]["baseline"] > 0
 
@@ -44,5 +33,5 @@ def test_quick_run_writes_every_target(tmp_path: Path) -> None:
     for n in CONCURRENCY:
         for workload in ("domain.create identity", "Writer.submit small put"):
             row = rows[(workload, str(n))]
-            assert row["ops/s"] > 0 and _finite(row["p50 ms"]) and _finite(row["p99 ms"]), row
-            assert _finite(row["vs raw fsync/100"]) and _finite(row["vs raw fsync/put"]), row
+            assert row["ops/s"] > 0 and finite(row["p50 ms"]) and finite(row["p99 ms"]), row
+            assert finite(row["vs raw fsync/100"]) and finite(row["vs raw fsync/put"]), row
