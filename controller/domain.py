@@ -48,7 +48,7 @@ class Domain:
     def read(self) -> Iterator[ReadContext]:
         """A read snapshot; never hold it across an ``await``."""
         with self.store.read() as txn:
-            yield ReadContext(txn, self.registry, self.clock.now())
+            yield ReadContext(txn, self.registry, self.clock.now(), shared=txn.shared_memo())
 
     async def write(self, fn: Callable[[WriteContext], T]) -> T:
         """Run ``fn`` in the next group commit and return its result once it is durable."""

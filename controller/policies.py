@@ -25,7 +25,8 @@ def role_field_name(ctx: ReadContext, policy_kind: str, target: str) -> str:
     Raises:
         LookupError: the policy kind has no role field over ``target`` (a wiring mistake, not bad input).
     """
-    return ctx.cached(("role-field", policy_kind, target), lambda: _role_field_name(ctx, policy_kind, target))
+    return ctx.shared_cached(("role-field", policy_kind, target),
+                             lambda: _role_field_name(ctx, policy_kind, target))
 
 
 def _role_field_name(ctx: ReadContext, policy_kind: str, target: str) -> str:
@@ -36,10 +37,12 @@ def _role_field_name(ctx: ReadContext, policy_kind: str, target: str) -> str:
 
 
 def rows(ctx: ReadContext, kind: str, ids: Iterable[str]) -> list[dict[str, Any]]:
-    """The rows of ``ids`` that exist, in the order given; each decoded once per snapshot."""
+    """The rows of ``ids`` that exist, in the order given; each decoded once per snapshot (once per change of
+    the access kinds, for rows of those kinds)."""
+    remember = ctx.shared_cached if kind in ctx.registry.access_kinds else ctx.cached
     found = []
     for row_id in ids:
-        row = ctx.cached(("row", kind, row_id), functools.partial(ctx.txn.get, kind, row_id))
+        row = remember(("row", kind, row_id), functools.partial(ctx.txn.get, kind, row_id))
         if row is not None:
             found.append(row)
     return found
@@ -52,23 +55,52 @@ def _semantic(policy: Mapping[str, Any]) -> str:
 def selected_ids(ctx: ReadContext, policy_kind: str, policy: Mapping[str, Any], target: str) -> set[str]:
     """Ids of the ``target`` rows that ``policy`` (a row of ``policy_kind``) selects. Do not mutate the result."""
     roles = policy.get(role_field_name(ctx, policy_kind, target)) or []
-    return ctx.cached(("selected", policy_kind, policy["id"], target),
-                      lambda: select_ids(ctx.txn, target, roles, _semantic(policy)))
+    # Targets outside the access kinds (identities) come and go without touching the shared memo.
+    remember = ctx.shared_cached if target in ctx.registry.access_kinds else ctx.cached
+    return remember(("selected", policy_kind, policy["id"], target),
+                    lambda: select_ids(ctx.txn, target, roles, _semantic(policy)))
 
 
-def selecting_policy_ids(ctx: ReadContext, policy_kind: str, target: str, entity: Mapping[str, Any]) -> set[str]:
+def selecting_policy_ids(ctx: ReadContext, policy_kind: str, target: str,
+                         entity: Mapping[str, Any]) -> frozenset[str]:
     """Ids of the ``policy_kind`` rows whose role list over ``target`` selects ``entity`` (a row of ``target``).
 
-    Do not mutate the result (it is remembered for the snapshot)."""
+    A role list selects an entity by ``#all``, by its attributes, or by naming it (``@id``, which selects it
+    whatever the semantic). All three are read from the policies alone, so the answer is kept across snapshots
+    (see ``ReadContext.shared_cached``): per attribute combination for the first two, in one map from named id to
+    policies for the third. Entities with the same attributes share one frozenset.
+    """
     field_name = role_field_name(ctx, policy_kind, target)
 
-    def compute() -> set[str]:
-        entries = {f"@{entity['id']}", ALL, *(f"#{a}" for a in entity.get("roleAttributes") or ())}
-        candidates = {pid for entry in entries for pid in ctx.txn.ids_by_set(policy_kind, field_name, entry)}
-        return {policy["id"] for policy in rows(ctx, policy_kind, sorted(candidates))
-                if matches(entity, policy.get(field_name) or [], _semantic(policy))}
+    def compute() -> frozenset[str]:
+        attributes = tuple(entity.get("roleAttributes") or ())
+        by_attributes: frozenset[str] = ctx.shared_cached(
+            ("selecting-attributes", policy_kind, field_name, attributes),
+            lambda: _selecting_by_attributes(ctx, policy_kind, field_name, attributes))
+        named = _naming(ctx, policy_kind, field_name).get(str(entity["id"]))
+        return by_attributes | named if named else by_attributes
 
     return ctx.cached(("selecting", policy_kind, target, entity["id"]), compute)
+
+
+def _naming(ctx: ReadContext, policy_kind: str, field_name: str) -> dict[str, frozenset[str]]:
+    """Entity id → the policies that name it (``@id``) in ``field_name``."""
+    def compute() -> dict[str, frozenset[str]]:
+        txn = ctx.txn
+        return {element[1:]: frozenset(txn.ids_by_set(policy_kind, field_name, element))
+                for element in txn.set_elements(policy_kind, field_name) if element.startswith("@")}
+
+    return ctx.shared_cached(("naming", policy_kind, field_name), compute)
+
+
+def _selecting_by_attributes(ctx: ReadContext, policy_kind: str, field_name: str,
+                             attributes: tuple[str, ...]) -> frozenset[str]:
+    """Policies that select any entity holding exactly ``attributes``, through ``#all`` or their attributes."""
+    entries = {ALL, *(f"#{a}" for a in attributes)}
+    candidates = {pid for entry in entries for pid in ctx.txn.ids_by_set(policy_kind, field_name, entry)}
+    anonymous = {"id": "", "roleAttributes": attributes}  # no id: an ``@id`` entry never matches it
+    return frozenset(policy["id"] for policy in rows(ctx, policy_kind, sorted(candidates))
+                     if matches(anonymous, policy.get(field_name) or [], _semantic(policy)))
 
 
 def reachable(ctx: ReadContext, policy_kind: str, source_kind: str, source: Mapping[str, Any], target: str,
@@ -77,14 +109,21 @@ def reachable(ctx: ReadContext, policy_kind: str, source_kind: str, source: Mapp
 
     For example the edge routers an identity may use (edge router policies, identities → edge routers), or the
     identities that may dial a service (service policies of type ``Dial``, services → identities). Do not mutate
-    the result (it is remembered for the snapshot).
+    the result (it is remembered).
     """
-    def compute() -> set[str]:
+    def union(policy_ids: Iterable[str]) -> set[str]:
         found: set[str] = set()
-        policy_ids = selecting_policy_ids(ctx, policy_kind, source_kind, source)
         for policy in rows(ctx, policy_kind, sorted(policy_ids)):
             if policy_type is None or policy.get("type") == policy_type:
                 found |= selected_ids(ctx, policy_kind, policy, target)
         return found
+
+    def compute() -> set[str]:
+        policy_ids = selecting_policy_ids(ctx, policy_kind, source_kind, source)
+        if target not in ctx.registry.access_kinds:
+            return union(policy_ids)
+        # Sources selected by the same policies reach the same targets: one union per policy set, kept.
+        return ctx.shared_cached(("reachable-through", policy_kind, target, policy_type, policy_ids),
+                                 lambda: union(policy_ids))
 
     return ctx.cached(("reachable", policy_kind, source_kind, source["id"], target, policy_type), compute)

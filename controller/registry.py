@@ -48,6 +48,11 @@ class Registry:
     def __contains__(self, kind: object) -> bool:
         return kind in self.resources
 
+    @cached_property
+    def access_kinds(self) -> frozenset[str]:
+        """Kinds whose rows decide what identities may use (``Resource.shapes_access``)."""
+        return frozenset(kind for kind, resource in self.resources.items() if resource.shapes_access)
+
     def layouts(self) -> list[KindLayout]:
         """Storage layout of every kind, derived from field flags."""
         layouts = list(self.internal.values())
@@ -58,6 +63,7 @@ class Registry:
                 unique=tuple(f.name for f in fields if f.unique),
                 sets=tuple(f.name for f in fields if f.indexed_set or f.roles),
                 refs=tuple(f.name for f in fields if f.ref),
+                watched=resource.shapes_access,
             ))
         return layouts
 

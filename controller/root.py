@@ -26,10 +26,6 @@ __all__ = ["VERSION", "Controller"]
 
 VERSION = "0.1.0"
 
-# Kinds whose changes can alter any identity's access.
-_POLICY_KINDS = frozenset({"service-policies", "posture-checks", "services", "edge-router-policies",
-                           "service-edge-router-policies", "edge-routers"})
-
 
 @dataclass
 class Controller:
@@ -85,7 +81,7 @@ class Controller:
             elif change.kind == "identities" and change.before is not None and (
                     change.after is None or _access_fields(change.before) != _access_fields(change.after)):
                 reevaluate.add(change.id)
-            elif change.kind in _POLICY_KINDS:
+            elif change.kind in self.registry.access_kinds:
                 # Policies or checks changed: every identity that can hold sessions re-checks them now.
                 reevaluate.update(self.sessions.identities())
         for identity_id in reevaluate:

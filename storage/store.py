@@ -23,7 +23,8 @@ from typing import Any
 import lmdb
 import msgspec
 
-__all__ = ["MAX_KEY_BYTES", "KindLayout", "ReadTxn", "Store", "UniqueViolation", "UnstorableValue", "WriteTxn"]
+__all__ = ["MAX_KEY_BYTES", "KindLayout", "ReadTxn", "SharedMemo", "Store", "UniqueViolation", "UnstorableValue",
+           "WriteTxn"]
 
 # LMDB refuses empty keys and keys (or dupsort values) longer than its compiled-in limit with MDB_BAD_VALSIZE.
 MAX_KEY_BYTES = 511
@@ -53,12 +54,17 @@ def _text(data: bytes | memoryview) -> str:
 
 @dataclass(frozen=True, slots=True)
 class KindLayout:
-    """Storage layout of one kind: which fields are indexed and how."""
+    """Storage layout of one kind: which fields are indexed and how.
+
+    ``watched``: answers derived from this kind may be shared across snapshots (:class:`SharedMemo`); any write
+    to it starts a new memo.
+    """
 
     kind: str
     unique: tuple[str, ...] = ()
     sets: tuple[str, ...] = ()
     refs: tuple[str, ...] = ()
+    watched: bool = False
 
 
 class UniqueViolation(Exception):
@@ -98,6 +104,25 @@ def _storable(key: bytes) -> bool:
     return 0 < len(key) <= MAX_KEY_BYTES
 
 
+class SharedMemo:
+    """Answers derived only from the store's watched kinds, shared by every snapshot that sees its last change.
+
+    ``since`` is the id of the write transaction that last touched a watched kind; a snapshot older than that
+    must not use ``entries``. Replaced (never cleared in place) when a watched kind is written, so a reader that
+    still holds the old one only ever fills a dict nobody will read again.
+    """
+
+    __slots__ = ("entries", "since")
+
+    # Derived answers are keyed by ids and role combinations; a pathological number of distinct combinations must
+    # not grow the memo without end: past this many entries it starts again empty.
+    LIMIT = 200_000
+
+    def __init__(self, since: int) -> None:
+        self.since = since
+        self.entries: dict[Any, Any] = {}
+
+
 class ReadTxn:
     """Read access to rows and indexes within one consistent snapshot."""
 
@@ -109,6 +134,16 @@ class ReadTxn:
     def release(self) -> None:
         """Forget the ended transaction; any later use raises instead of reading a stale snapshot."""
         self._txn = _ENDED
+
+    def shared_memo(self) -> dict[Any, Any] | None:
+        """The memo of answers derived from the watched kinds that this snapshot may read and fill, or None when
+        the snapshot predates the last write to a watched kind (see :class:`SharedMemo`)."""
+        memo = self._store.memo
+        if self._txn.id() < memo.since:
+            return None
+        if len(memo.entries) > SharedMemo.LIMIT:
+            memo.entries = {}
+        return memo.entries
 
     def close_cursors(self) -> None:
         """Close the cursors of unfinished scans; called when the transaction ends."""
@@ -203,6 +238,8 @@ class WriteTxn(ReadTxn):
         layout = self._store.layout(kind)
         row_id = str(row["id"])
         _check_keys(layout, row)
+        if layout.watched:
+            self._store.watched_write(self._txn.id())
         old = self.get(kind, row_id)
         for field in layout.unique:
             value = row.get(field)
@@ -221,7 +258,10 @@ class WriteTxn(ReadTxn):
         old = self.get(kind, row_id)
         if old is None:
             return None
-        self._unindex(self._store.layout(kind), old)
+        layout = self._store.layout(kind)
+        if layout.watched:
+            self._store.watched_write(self._txn.id())
+        self._unindex(layout, old)
         self._txn.delete(_key(row_id), db=self._store.rows_db(kind))
         return old
 
@@ -295,6 +335,22 @@ class Store:
             dupsort = name[0] in "sf"
             self._dbs[name] = self.env.open_db(name.encode(), dupsort=dupsort, create=True)
         self.meta_db = self.env.open_db(b"meta", create=True)
+        self.memo = SharedMemo(0)
+
+    def watched_write(self, txn_id: int) -> None:
+        """A write transaction (``txn_id``) touches a watched kind: snapshots from its commit on start a new memo.
+
+        Called before the commit, so no snapshot can see the change while an older memo still claims it."""
+        if self.memo.since != txn_id or self.memo.entries:
+            self.memo = SharedMemo(txn_id)
+
+    def write_ended(self) -> None:
+        """The writer's transaction committed or aborted. If what touched a watched kind never committed (rolled
+        back, or the batch failed), the new memo still describes the last committed data: let snapshots of it
+        use the memo instead of waiting for the next write."""
+        last = int(self.env.info()["last_txnid"])
+        if self.memo.since > last:
+            self.memo.since = last
 
     def layout(self, kind: str) -> KindLayout:
         return self._layouts[kind]

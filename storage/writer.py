@@ -58,4 +58,6 @@ def run_batch(store: Store, mutations: Sequence[Mutation]) -> list[Outcome]:
         if isinstance(exc, Exception):
             return [Outcome(error=exc) for _ in mutations]
         raise
+    finally:
+        store.write_ended()
     return outcomes

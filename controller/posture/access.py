@@ -66,27 +66,34 @@ def linking_policies(ctx: ReadContext, identity: Mapping[str, Any], service: Map
                      session_type: str | None = None) -> list[dict[str, Any]]:
     """Service policies (of ``session_type`` when given) selecting both the identity and the service.
 
-    Both sides come from the role index, so the cost does not grow with the number of policies.
+    Both sides come from the role index, so the cost does not grow with the number of policies. Do not mutate
+    the result (it is shared).
     """
-    ids = (selecting_policy_ids(ctx, "service-policies", "identities", identity)
-           & selecting_policy_ids(ctx, "service-policies", "services", service))
-    return [p for p in rows(ctx, "service-policies", sorted(ids))
-            if session_type is None or p.get("type") == session_type]
+    identity_policies = selecting_policy_ids(ctx, "service-policies", "identities", identity)
+
+    def compute() -> list[dict[str, Any]]:
+        ids = identity_policies & selecting_policy_ids(ctx, "service-policies", "services", service)
+        return [p for p in rows(ctx, "service-policies", sorted(ids))
+                if session_type is None or p.get("type") == session_type]
+
+    # Identities selected by the same policies are linked to a service by the same ones.
+    return ctx.shared_cached(("linking", identity_policies, service["id"], session_type), compute)
 
 
 def policies_by_service(ctx: ReadContext, identity: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Every service the identity's service policies select, with those policies in id order (as
-    :func:`linking_policies` gives them). Computed once per snapshot: listing many services costs one pass over
-    the identity's policies instead of a policy lookup per service. Do not mutate the result."""
+    :func:`linking_policies` gives them). One pass over the identity's policies instead of a policy lookup per
+    service, shared by every identity those same policies select. Do not mutate the result."""
+    policy_ids = selecting_policy_ids(ctx, "service-policies", "identities", identity)
+
     def compute() -> dict[str, list[dict[str, Any]]]:
         found: dict[str, list[dict[str, Any]]] = {}
-        policy_ids = selecting_policy_ids(ctx, "service-policies", "identities", identity)
         for policy in rows(ctx, "service-policies", sorted(policy_ids)):
             for service_id in selected_ids(ctx, "service-policies", policy, "services"):
                 found.setdefault(service_id, []).append(policy)
         return found
 
-    return ctx.cached(("policies-by-service", identity["id"]), compute)
+    return ctx.shared_cached(("policies-by-service", policy_ids), compute)
 
 
 def policy_checks(ctx: ReadContext, policy: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -98,14 +105,19 @@ def policy_checks(ctx: ReadContext, policy: Mapping[str, Any]) -> list[dict[str,
 
 
 def mfa_checks_for(ctx: ReadContext, identity: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every MFA check of every service policy that selects the identity (the checks that can time it out)."""
-    checks: dict[str, dict[str, Any]] = {}
+    """Every MFA check of every service policy that selects the identity (the checks that can time it out).
+    Do not mutate the result (it is shared by every identity those same policies select)."""
     policy_ids = selecting_policy_ids(ctx, "service-policies", "identities", identity)
-    for policy in rows(ctx, "service-policies", sorted(policy_ids)):
-        for check in policy_checks(ctx, policy):
-            if check.get("typeId") == "MFA":
-                checks[str(check["id"])] = check
-    return list(checks.values())
+
+    def compute() -> list[dict[str, Any]]:
+        checks: dict[str, dict[str, Any]] = {}
+        for policy in rows(ctx, "service-policies", sorted(policy_ids)):
+            for check in policy_checks(ctx, policy):
+                if check.get("typeId") == "MFA":
+                    checks[str(check["id"])] = check
+        return list(checks.values())
+
+    return ctx.shared_cached(("mfa-checks", policy_ids), compute)
 
 
 def evaluate_access(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any], session_type: str,
@@ -120,7 +132,8 @@ def evaluate_access(ctx: ReadContext, identity: Mapping[str, Any], service: Mapp
     policies = linking_policies(ctx, identity, service, session_type)
     if not policies:
         return AccessDecision(False, False)
-    if not evaluate_posture or txn.count("posture-checks") == 0:
+    if not evaluate_posture or ctx.shared_cached(("count", "posture-checks"),
+                                                 lambda: txn.count("posture-checks")) == 0:
         results = tuple(PolicyResult(p, True, ()) for p in policies)
         return AccessDecision(True, True, results)
     cache: dict[str, CheckResult] = {}
@@ -148,13 +161,17 @@ def evaluate_access(ctx: ReadContext, identity: Mapping[str, Any], service: Mapp
 def access_digest(ctx: ReadContext, identity: Mapping[str, Any]) -> str:
     """A fingerprint of what the identity may use: services with their session types, and the posture checks of
     the policies that grant them. When it changes, clients must refresh their service list."""
-    policy_ids = sorted(selecting_policy_ids(ctx, "service-policies", "identities", identity))
-    parts = []
-    for policy in rows(ctx, "service-policies", policy_ids):
-        services = sorted(selected_ids(ctx, "service-policies", policy, "services"))
-        checks = sorted(selected_ids(ctx, "service-policies", policy, "posture-checks"))
-        parts.append(f"{policy.get('type')}:{','.join(services)}:{','.join(checks)}")
-    return hashlib.sha256("|".join(sorted(parts)).encode()).hexdigest()
+    policy_ids = selecting_policy_ids(ctx, "service-policies", "identities", identity)
+
+    def compute() -> str:
+        parts = []
+        for policy in rows(ctx, "service-policies", sorted(policy_ids)):
+            services = sorted(selected_ids(ctx, "service-policies", policy, "services"))
+            checks = sorted(selected_ids(ctx, "service-policies", policy, "posture-checks"))
+            parts.append(f"{policy.get('type')}:{','.join(services)}:{','.join(checks)}")
+        return hashlib.sha256("|".join(sorted(parts)).encode()).hexdigest()
+
+    return ctx.shared_cached(("access-digest", policy_ids), compute)
 
 
 def service_permissions_map(ctx: ReadContext, identity: Mapping[str, Any]) -> dict[str, set[str]]:

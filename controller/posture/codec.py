@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 from controller.posture.evaluate import DomainRecord, MacRecord, MfaState, OsRecord, PostureData, ProcessRecord
@@ -12,8 +12,24 @@ from controller.posture.machine import IdentityState, SessionPosture
 __all__ = ["decode_state", "encode_state"]
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _flat(value: Any) -> dict[str, Any]:
+    """A record of flat fields (strings, numbers, tuples of strings) as a mapping. ``dataclasses.asdict`` would
+    do the same through a recursive deep copy, which cost a twentieth of every actor step."""
+    return {name: getattr(value, name) for name in _names(type(value))}
+
+
 def _record(value: Any) -> dict[str, Any] | None:
-    return None if value is None else asdict(value)
+    return None if value is None else _flat(value)
 
 
 def encode_state(state: IdentityState) -> dict[str, Any]:
@@ -24,9 +40,9 @@ def encode_state(state: IdentityState) -> dict[str, Any]:
         "os": _record(posture.os),
         "mac": _record(posture.mac),
         "domain": _record(posture.domain),
-        "processes": {k: asdict(v) for k, v in posture.processes.items()},
-        "processPaths": {k: asdict(v) for k, v in posture.process_paths.items()},
-        "sessions": {k: {"mfa": asdict(v.mfa), "sdkInfo": dict(v.sdk_info)} for k, v in state.sessions.items()},
+        "processes": {k: _flat(v) for k, v in posture.processes.items()},
+        "processPaths": {k: _flat(v) for k, v in posture.process_paths.items()},
+        "sessions": {k: {"mfa": _flat(v.mfa), "sdkInfo": dict(v.sdk_info)} for k, v in state.sessions.items()},
         "failures": [dict(f) for f in state.failures],
         "lastChangeAt": state.last_change_at,
         "deadline": state.deadline,

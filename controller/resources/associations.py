@@ -30,7 +30,7 @@ def _selected(policy_kind: str, target: str) -> Resolve:
 def _selecting(policy_kind: str, entity_kind: str) -> Resolve:
     """The policies of ``policy_kind`` that select an ``entity_kind`` row."""
     def resolve(ctx: ReadContext, entity: Mapping[str, Any]) -> set[str]:
-        return selecting_policy_ids(ctx, policy_kind, entity_kind, entity)
+        return set(selecting_policy_ids(ctx, policy_kind, entity_kind, entity))
     return resolve
 
 

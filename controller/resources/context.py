@@ -36,12 +36,16 @@ class ReadContext:
 
     ``memo`` holds what :meth:`cached` derived from this snapshot (policy links, decoded policy rows): one request
     or one actor step asks the same questions for many services, and a snapshot never changes under it.
+    ``shared`` is the store's memo of answers derived from the access kinds alone (``Resource.shapes_access``),
+    kept across snapshots until one of those kinds is written (``storage.store.SharedMemo``); None when this
+    snapshot is older than that write.
     """
 
     txn: ReadTxn
     registry: Registry
     now: float
     memo: dict[Hashable, Any] = field(default_factory=dict)
+    shared: dict[Hashable, Any] | None = None
 
     def cached(self, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, computed once per snapshot for ``key``. Callers must not mutate the value."""
@@ -49,6 +53,18 @@ class ReadContext:
             value: T = self.memo[key]
         except KeyError:
             value = self.memo[key] = compute()
+        return value
+
+    def shared_cached(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Like :meth:`cached`, but remembered across snapshots: only for answers that depend on nothing but rows
+        of the access kinds and ``key`` itself (a stale answer would outlive the snapshot that computed it)."""
+        shared = self.shared
+        if shared is None:
+            return self.cached(key, compute)
+        try:
+            value: T = shared[key]
+        except KeyError:
+            value = shared[key] = compute()
         return value
 
 
@@ -61,4 +77,8 @@ class WriteContext(ReadContext):
 
     def cached(self, key: Hashable, compute: Callable[[], T]) -> T:
         """Always ``compute()``: this transaction's own writes would make a remembered answer stale."""
+        return compute()
+
+    def shared_cached(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Always ``compute()``, as :meth:`cached`."""
         return compute()

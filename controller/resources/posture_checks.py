@@ -107,6 +107,7 @@ POSTURE_CHECKS = Resource(
     role_attributes_path="posture-check-role-attributes",
     role_filter=True,
     hooks=Hooks(prepare=_prepare, normalize=_normalize, validate=_validate, present=_present),
+    shapes_access=True,
 )
 
 POSTURE_CHECK_TYPES = Resource(

@@ -30,6 +30,7 @@ EDGE_ROUTER_POLICIES = Resource(
         role_field("identityRoles", "identities"),
     ),
     hooks=Hooks(present=_present_edge_router_policy),
+    shapes_access=True,
 )
 
 SERVICE_EDGE_ROUTER_POLICIES = Resource(
@@ -41,4 +42,5 @@ SERVICE_EDGE_ROUTER_POLICIES = Resource(
         role_field("edgeRouterRoles", "edge-routers"),
         role_field("serviceRoles", "services"),
     ),
+    shapes_access=True,
 )

@@ -102,4 +102,5 @@ EDGE_ROUTERS = Resource(
     role_attributes_path="edge-router-role-attributes",
     role_filter=True,
     hooks=Hooks(validate=_validate, present=_present_edge_router),
+    shapes_access=True,
 )

@@ -44,6 +44,7 @@ SERVICES = Resource(
     role_attributes_path="service-role-attributes",
     role_filter=True,
     hooks=Hooks(validate=check_service_configs, present=_service_present),
+    shapes_access=True,
 )
 
 _POLICY_TYPE_NUMBERS = {"Dial": 1, "Bind": 2}
@@ -66,4 +67,5 @@ SERVICE_POLICIES = Resource(
         role_field("postureCheckRoles", "posture-checks"),
     ),
     extra_filter_fields={"type": Symbol(FieldType.NUMBER, getter=_type_number)},
+    shapes_access=True,
 )

@@ -179,6 +179,9 @@ class Resource:
         aliases: extra collection paths served by the same routes (``transit-routers`` for ``routers``).
         extra_filter_fields: computed filterable symbols beyond the stored fields.
         seed: rows present in a new database (system rows such as posture check types).
+        shapes_access: its rows decide what identities may use (policies, checks, services, routers): every
+            write to it re-evaluates the identities with sessions, and answers derived from it are shared across
+            read snapshots until the next such write (``storage.store.SharedMemo``).
     """
 
     kind: str
@@ -198,6 +201,7 @@ class Resource:
     aliases: tuple[str, ...] = ()
     extra_filter_fields: Mapping[str, Any] = field(default_factory=dict)
     seed: tuple[Mapping[str, Any], ...] = ()
+    shapes_access: bool = False
 
     # Every write and every presented row asks for all_fields(): derived once, when the spec is made.
     _all_fields: tuple[Field, ...] = field(init=False, repr=False, compare=False, default=())
