@@ -18,7 +18,7 @@ from controller.errors import ApiError, field_cause, not_found
 from controller.resources.context import WriteContext
 from controller.resources.identities import identity_disabled
 from controller.resources.spec import Mode
-from controller.validation import validate_schema
+from controller.validation import fast_check, validate_schema
 from storage.store import ReadTxn
 
 __all__ = ["DISABLE_SCHEMA", "disable_identity", "enable_identity", "login_password"]
@@ -92,6 +92,7 @@ def _config_type_ids(txn: ReadTxn, requested: Iterable[Any]) -> list[str]:
 DISABLE_SCHEMA: dict[str, Any] = {"type": "object", "required": ["durationMinutes"],
                                   "properties": {"durationMinutes": {"type": "integer"}}}
 _disable_validator = jsonschema.Draft7Validator(DISABLE_SCHEMA)
+_disable_fast = fast_check(DISABLE_SCHEMA)
 
 
 async def disable_identity(controller: Any, identity_id: str, body: Any) -> None:
@@ -102,7 +103,7 @@ async def disable_identity(controller: Any, identity_id: str, body: Any) -> None
     """
     if body is None:
         raise ApiError("COULD_NOT_VALIDATE", field_cause("disable", "disable in body is required", None))
-    validate_schema(_disable_validator, body)
+    validate_schema(_disable_validator, body, fast=_disable_fast)
     minutes = int(body["durationMinutes"])
     resource = controller.registry["identities"]
 
