@@ -68,23 +68,23 @@ class Running:
 
 @asynccontextmanager
 async def running_controller(data_dir: Path) -> AsyncIterator[Running]:
-    """Open ``data_dir`` and start the services in ``controller.main``'s order: writer, posture engine (which
-    re-arms every persisted deadline), bootstrap, API-session expiry, then :func:`controller.memory.settle`."""
+    """Open ``data_dir`` and start the services in ``controller.main``'s order, under its runtime policy
+    (:func:`controller.memory.runtime_policy`): writer, posture engine (which re-arms every persisted deadline),
+    bootstrap, API-session expiry, then :func:`controller.memory.settle`."""
     _seed_pki(data_dir)
     started = time.perf_counter()
     controller = Controller.open(_settings(data_dir))
-    policy = memory.GcPolicy().install()
     try:
-        async with trio.open_nursery() as services:
-            await services.start(controller.writer.run)
-            await services.start(controller.engine.run)
-            await bootstrap(controller)
-            await services.start(controller.sessions.run)
-            memory.settle()
-            yield Running(controller, time.perf_counter() - started)
-            services.cancel_scope.cancel()
+        with memory.runtime_policy():
+            async with trio.open_nursery() as services:
+                await services.start(controller.writer.run)
+                await services.start(controller.engine.run)
+                await bootstrap(controller)
+                await services.start(controller.sessions.run)
+                memory.settle()
+                yield Running(controller, time.perf_counter() - started)
+                services.cancel_scope.cancel()
     finally:
-        policy.uninstall()
         controller.close()
 
 

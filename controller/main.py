@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -77,33 +76,28 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
 
     controller = Controller.open(settings)
     pki = controller.pki if settings.tls else None
-    gc_policy = memory.GcPolicy().install()
-    # The commit thread holds the GIL for up to the switch interval (5 ms by default) whenever it runs Python; a
-    # shorter interval hands the lock back to the event loop sooner, which bounds the latency a commit adds.
-    switch_interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.0005)
     try:
-        async with trio.open_nursery() as services:
-            await services.start(controller.writer.run)
-            await services.start(controller.engine.run)
-            result = await bootstrap(controller)
-            if result.generated_password is not None:
-                print(f"Created the default admin '{result.username}' with password: {result.generated_password}",
-                      flush=True)
-                print(f"  (also written to {settings.data_dir / 'admin-credentials'})", flush=True)
-            await services.start(controller.sessions.run)
-            app = create_app(controller)
-            # Everything restored so far lives as long as the process: freeze it before serving (controller/memory.py).
-            memory.settle()
-            with ExitStack() as stack:
-                trigger = shutdown_trigger or stack.enter_context(_signal_trigger())
-                await _serve(controller, app, hypercorn_config(settings, pki), trigger, on_ready)
-            # hypercorn has returned: no request is in flight; persist what only memory holds, then stop.
-            await controller.sessions.flush()
-            services.cancel_scope.cancel()
+        with memory.runtime_policy():
+            async with trio.open_nursery() as services:
+                await services.start(controller.writer.run)
+                await services.start(controller.engine.run)
+                result = await bootstrap(controller)
+                if result.generated_password is not None:
+                    print(f"Created the default admin '{result.username}' with password: "
+                          f"{result.generated_password}", flush=True)
+                    print(f"  (also written to {settings.data_dir / 'admin-credentials'})", flush=True)
+                await services.start(controller.sessions.run)
+                app = create_app(controller)
+                # Everything restored so far lives as long as the process: freeze it before serving
+                # (controller/memory.py).
+                memory.settle()
+                with ExitStack() as stack:
+                    trigger = shutdown_trigger or stack.enter_context(_signal_trigger())
+                    await _serve(controller, app, hypercorn_config(settings, pki), trigger, on_ready)
+                # hypercorn has returned: no request is in flight; persist what only memory holds, then stop.
+                await controller.sessions.flush()
+                services.cancel_scope.cancel()
     finally:
-        gc_policy.uninstall()
-        sys.setswitchinterval(switch_interval)
         controller.close()
         log.info("controller stopped")
 

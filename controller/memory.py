@@ -41,11 +41,14 @@ The policy, in three parts:
 from __future__ import annotations
 
 import gc
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GcMonitor", "GcPolicy", "PauseStatistics", "collect_frozen", "settle"]
+__all__ = ["GcMonitor", "GcPolicy", "PauseStatistics", "collect_frozen", "runtime_policy", "settle"]
 
 # A collection traverses about 0.5 µs per object on these machines under load (the young generations included),
 # so threshold1 = threshold2 = 5 instead of 10 and threshold0 = 1000: the middle generation stays under ~6k objects
@@ -162,3 +165,19 @@ class GcPolicy:
         if phase == "stop" and info["generation"] == 2:
             gc.freeze()
             self.refreezes += 1
+
+
+@contextmanager
+def runtime_policy() -> Iterator[GcPolicy]:
+    """The process settings a running controller needs, restored on exit: the :class:`GcPolicy`, and a GIL switch
+    interval of 0.5 ms. The commit thread holds the GIL for up to the switch interval (5 ms by default) whenever it
+    runs Python; a shorter interval hands the lock back to the event loop sooner, which bounds the latency a commit
+    adds, and lets the commit thread in sooner when the event loop is the busy one."""
+    policy = GcPolicy().install()
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    try:
+        yield policy
+    finally:
+        sys.setswitchinterval(switch_interval)
+        policy.uninstall()
