@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import jsonschema
-
 from actors.messages import ApiSessionStarted
 from controller.clock import format_time
 from controller.crud import put_row
@@ -18,7 +16,7 @@ from controller.errors import ApiError, field_cause, not_found
 from controller.resources.context import WriteContext
 from controller.resources.identities import identity_disabled
 from controller.resources.spec import Mode
-from controller.validation import fast_check, validate_schema
+from controller.validation import SchemaCheck
 from storage.store import ReadTxn
 
 __all__ = ["DISABLE_SCHEMA", "disable_identity", "enable_identity", "login_password"]
@@ -91,8 +89,7 @@ def _config_type_ids(txn: ReadTxn, requested: Iterable[Any]) -> list[str]:
 
 DISABLE_SCHEMA: dict[str, Any] = {"type": "object", "required": ["durationMinutes"],
                                   "properties": {"durationMinutes": {"type": "integer"}}}
-_disable_validator = jsonschema.Draft7Validator(DISABLE_SCHEMA)
-_disable_fast = fast_check(DISABLE_SCHEMA)
+_disable_check = SchemaCheck.of(DISABLE_SCHEMA)
 
 
 async def disable_identity(controller: Any, identity_id: str, body: Any) -> None:
@@ -103,7 +100,7 @@ async def disable_identity(controller: Any, identity_id: str, body: Any) -> None
     """
     if body is None:
         raise ApiError("COULD_NOT_VALIDATE", field_cause("disable", "disable in body is required", None))
-    validate_schema(_disable_validator, body, fast=_disable_fast)
+    _disable_check.validate(body)
     minutes = int(body["durationMinutes"])
     resource = controller.registry["identities"]
 

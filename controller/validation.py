@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastjsonschema
 import jsonschema
@@ -26,7 +26,7 @@ import jsonschema
 from controller.errors import ApiError, field_cause, nested_cause
 from controller.resources.spec import Field, Mode, Resource, Variant
 
-__all__ = ["FastCheck", "fast_check", "field_schema", "request_schema", "schema_error", "select_variant",
+__all__ = ["FastCheck", "SchemaCheck", "fast_check", "field_schema", "request_schema", "schema_error", "select_variant",
            "validate_body", "validate_schema"]
 
 FastCheck = Callable[[Any], object]
@@ -57,18 +57,32 @@ def request_schema(resource: Resource, mode: Mode, variant: Variant | None) -> d
     }
 
 
-_Checks = tuple[jsonschema.protocols.Validator, FastCheck | None]
+class SchemaCheck(NamedTuple):
+    """One schema compiled both ways: ``fast`` (:func:`fast_check`, None when it does not compile) accepts the
+    usual valid body cheaply; ``validator`` (jsonschema) judges and words everything ``fast`` rejects."""
+
+    validator: jsonschema.protocols.Validator
+    fast: FastCheck | None
+
+    @classmethod
+    def of(cls, schema: Mapping[str, Any]) -> SchemaCheck:
+        return cls(jsonschema.validators.validator_for(schema)(schema), fast_check(schema))
+
+    def validate(self, instance: Any, prefix: str = "") -> None:
+        """:func:`validate_schema` with both compiled forms."""
+        validate_schema(self.validator, instance, prefix, fast=self.fast)
+
+
 # Built on first use: compiling takes a few milliseconds, once per kind, mode and variant in the process.
-_VALIDATORS: dict[tuple[str, Mode, str | None], _Checks] = {}
+_VALIDATORS: dict[tuple[str, Mode, str | None], SchemaCheck] = {}
 
 
-def _validator(resource: Resource, mode: Mode, variant: Variant | None) -> _Checks:
+def _validator(resource: Resource, mode: Mode, variant: Variant | None) -> SchemaCheck:
     key = (resource.kind, mode, variant.value if variant else None)
-    checks = _VALIDATORS.get(key)
-    if checks is None:
-        schema = request_schema(resource, mode, variant)
-        checks = _VALIDATORS[key] = (jsonschema.validators.validator_for(schema)(schema), fast_check(schema))
-    return checks
+    check = _VALIDATORS.get(key)
+    if check is None:
+        check = _VALIDATORS[key] = SchemaCheck.of(request_schema(resource, mode, variant))
+    return check
 
 
 class _NoRemote(Mapping[str, Callable[[str], Any]]):
@@ -134,8 +148,7 @@ def validate_body(resource: Resource, body: Any, mode: Mode, stored_variant: str
         raise ApiError("COULD_NOT_VALIDATE",
                        field_cause(resource.body_name, f"{resource.body_name} in body must be of type object", body))
     variant = select_variant(resource, body, mode, stored_variant)
-    validator, fast = _validator(resource, mode, variant)
-    validate_schema(validator, body, fast=fast)
+    _validator(resource, mode, variant).validate(body)
     return variant
 
 

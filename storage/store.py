@@ -341,7 +341,7 @@ class Store:
         """A write transaction (``txn_id``) touches a watched kind: snapshots from its commit on start a new memo.
 
         Called before the commit, so no snapshot can see the change while an older memo still claims it."""
-        if self.memo.since != txn_id or self.memo.entries:
+        if self.memo.since != txn_id:
             self.memo = SharedMemo(txn_id)
 
     def write_ended(self) -> None:

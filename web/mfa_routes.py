@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
 from quart import Blueprint, Response, request
 
 from controller.errors import ApiError, field_cause
 from controller.mfa import MFA_CODE_SCHEMA
 from controller.root import Controller
-from controller.validation import fast_check, validate_schema
+from controller.validation import SchemaCheck
 from web.auth import require_admin, require_session
 from web.crud import RouteInfo, Routes
 from web.envelope import created, empty, ok
@@ -24,8 +23,7 @@ from web.request import read_json
 
 __all__ = ["register"]
 
-_code_validator = jsonschema.Draft7Validator(MFA_CODE_SCHEMA)
-_code_fast = fast_check(MFA_CODE_SCHEMA)
+_code_check = SchemaCheck.of(MFA_CODE_SCHEMA)
 _CODE_HEADER = "mfa-validation-code"
 _ENTITY = {"type": "object", "required": ["id", "createdAt", "updatedAt", "_links"],
            "properties": {"id": {"type": "string"}, "createdAt": {"type": "string", "format": "date-time"},
@@ -45,7 +43,7 @@ async def _code_from_body(name: str) -> str:
     body = await read_json(name)
     if body is None:
         raise ApiError("COULD_NOT_VALIDATE", field_cause(name, f"{name} in body is required", None))
-    validate_schema(_code_validator, body, fast=_code_fast)
+    _code_check.validate(body)
     return str(body["code"])
 
 
@@ -57,7 +55,7 @@ async def _optional_code() -> str | None:
     body = await read_json("mfaValidation")
     if body is None:
         return None
-    validate_schema(_code_validator, body, fast=_code_fast)
+    _code_check.validate(body)
     return str(body["code"])
 
 

@@ -28,7 +28,6 @@ def session_edge_routers(ctx: ReadContext, row: Mapping[str, Any]) -> list[dict[
     policies = selecting_policy_ids(ctx, "edge-router-policies", "identities", identity)
 
     def compute() -> list[dict[str, Any]]:
-        assert identity is not None and service is not None
         # No router connects to this controller yet, so each shows the run-time state of a router that never
         # connected (as the edge router detail does): offline, no hostname, protocols or URLs, sync unknown.
         return [{"id": router["id"], "name": router.get("name", ""), "hostname": "", "urls": {},

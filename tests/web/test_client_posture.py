@@ -10,6 +10,7 @@ import trio
 
 from controller.root import Controller
 from tests.support import Api, make_user
+from tests.web.test_mfa import enrol
 
 
 async def network(admin: Api) -> dict[str, str]:
@@ -125,11 +126,7 @@ async def test_posture_response_validation(admin: Api) -> None:
 
 async def enrol_mfa(client: Api, controller: Controller) -> str:
     """Enrol and verify MFA for the client's identity; returns the TOTP secret."""
-    assert (await client.post("/current-identity/mfa")).status == 201
-    detail = (await client.get("/current-identity/mfa")).data
-    secret = detail["provisioningUrl"].split("secret=")[1]
-    code = pyotp.TOTP(secret).at(int(controller.clock.now()))
-    assert (await client.post("/current-identity/mfa/verify", {"code": code})).status == 200
+    secret, _ = await enrol(client, controller)
     return secret
 
 

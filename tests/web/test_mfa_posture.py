@@ -116,8 +116,7 @@ async def test_removing_own_mfa_revokes_and_refuses_sessions(admin: Api, control
 async def test_removing_a_pending_enrolment_changes_no_posture(admin: Api, controller: Controller) -> None:
     ids = await mfa_network(admin)
     identity_id, client = await posture_user(admin)
-    secret = secret_of(await start(client))
-    await client.post("/current-identity/mfa/verify", {"code": totp(controller, secret)})
+    await enrol(client, controller)
     # Admin removal, then a new pending enrolment removed by the identity itself: the pass from the verify stays.
     assert (await admin.delete(f"/identities/{identity_id}/mfa")).status == 200
     await start(client)
@@ -129,8 +128,7 @@ async def test_removing_a_pending_enrolment_changes_no_posture(admin: Api, contr
 async def test_admin_removal_keeps_existing_sessions_passing(admin: Api, controller: Controller) -> None:
     ids = await mfa_network(admin)
     identity_id, client = await posture_user(admin)
-    secret = secret_of(await start(client))
-    await client.post("/current-identity/mfa/verify", {"code": totp(controller, secret)})
+    secret, _ = await enrol(client, controller)
     session_id = (await dial(client, ids["service"])).data["id"]
 
     assert (await admin.delete(f"/identities/{identity_id}/mfa")).status == 200
@@ -158,8 +156,7 @@ async def test_removal_is_answered_after_the_revocation_commits(tmp_path: Path, 
     admin = await Api(create_app(controller), controller=controller).login(ADMIN_USERNAME, ADMIN_PASSWORD)
     ids = await mfa_network(admin)
     _, client = await posture_user(admin)
-    secret = secret_of(await start(client))
-    await client.post("/current-identity/mfa/verify", {"code": totp(controller, secret)})
+    secret, _ = await enrol(client, controller)
     session_id = (await dial(client, ids["service"])).data["id"]
     removed = await client.delete("/current-identity/mfa", headers={"mfa-validation-code": totp(controller, secret)})
     assert removed.status == 200
