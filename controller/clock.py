@@ -6,6 +6,7 @@ to Trio deadlines at restore with :meth:`Clock.to_trio`.
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime
 
@@ -30,10 +31,30 @@ class Clock:
         return self._trio_base + (wall - self._wall_base)
 
 
+# The formatted whole second of the latest call: every create and update stamps the row and most stamps in a busy
+# second share it, so only the milliseconds are formatted each time (strftime is most of the cost).
+_last_second: tuple[float, str] = (math.nan, "")
+
+
 def format_time(epoch: float) -> str:
-    """RFC 3339 in UTC with milliseconds, as the reference controller writes timestamps."""
-    moment = datetime.fromtimestamp(epoch, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """RFC 3339 in UTC with milliseconds, as the reference controller writes timestamps.
+
+    The same text as ``datetime.fromtimestamp(epoch, UTC)`` truncated to milliseconds: the fraction is rounded to
+    microseconds (half to even) first, as ``datetime`` does, so a value a hair below a second boundary rolls over
+    the same way.
+    """
+    global _last_second
+    fraction, whole = math.modf(epoch)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    elif micros < 0:
+        whole, micros = whole - 1, micros + 1_000_000
+    second, prefix = _last_second
+    if whole != second:
+        prefix = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _last_second = (whole, prefix)
+    return f"{prefix}{micros // 1000:03d}Z"
 
 
 def parse_time(text: str) -> float:

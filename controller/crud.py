@@ -22,14 +22,25 @@ from storage.store import MAX_KEY_BYTES, UniqueViolation, UnstorableValue
 __all__ = ["create_row", "delete_row", "new_id", "put_row", "replace_row"]
 
 _ALPHABET = string.ascii_letters + string.digits
+_ID_TABLE = bytes(ord(_ALPHABET[b % len(_ALPHABET)]) if b < 248 else 0 for b in range(256))
+_ID_REJECTED = bytes(range(248, 256))
 
 # Kinds whose role attributes are selected by policies and so may not look like selectors themselves.
 _ATTRIBUTE_CHECKED = {"identities", "services", "edge-routers"}
 
 
 def new_id() -> str:
-    """A short random id in the reference controller's style (10 characters, about 59 bits)."""
-    return "".join(secrets.choice(_ALPHABET) for _ in range(10))
+    """A short random id in the reference controller's style (10 characters, about 59 bits), each character
+    uniform over the alphabet.
+
+    One ``secrets`` call per id: random bytes below 248 (four times the 62 letters) map onto the alphabet by
+    their remainder, the others are dropped; 16 bytes leave fewer than 10 about once in 10^7 ids, which simply
+    draws again. (Drawing each character with ``secrets.choice`` cost ten system calls per create.)
+    """
+    while True:
+        chars = secrets.token_bytes(16).translate(_ID_TABLE, _ID_REJECTED)
+        if len(chars) >= 10:
+            return chars[:10].decode("ascii")
 
 
 def _default(f: Field) -> Any:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.policies import selecting_policy_ids
+import msgspec
+
+from controller.policies import rows, selecting_policy_ids
 from controller.present import entity_ref
 from controller.resources.context import ReadContext
 from controller.resources.fields import string_field, string_list
@@ -13,30 +15,37 @@ from controller.resources.spec import CREATE_ONLY, Hooks, Resource
 
 __all__ = ["SESSIONS", "session_edge_routers"]
 
+_encoder = msgspec.json.Encoder()
+_NO_ROUTERS = msgspec.Raw(b"[]")
 
-def session_edge_routers(ctx: ReadContext, row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The edge routers a session may use: those shared by its identity and service through router policies.
+
+def session_edge_routers(ctx: ReadContext, row: Mapping[str, Any]) -> msgspec.Raw:
+    """The edge routers a session may use, those shared by its identity and service through router policies, as
+    one pre-encoded JSON array (the envelope's encoder embeds a ``msgspec.Raw`` as it is).
 
     Kept across snapshots while the access kinds stand, per (the identity's router policies, service): every
-    session of a service at the large model lists hundreds of routers. Do not mutate the result."""
+    session of a service at the large model lists hundreds of routers, and encoding them was a sizeable part of
+    each session decision's answer."""
     from controller.posture.decide import common_edge_routers
 
     identity = ctx.txn.get("identities", row["identityId"])
     service = ctx.txn.get("services", row["serviceId"])
     if identity is None or service is None:
-        return []
+        return _NO_ROUTERS
     policies = selecting_policy_ids(ctx, "edge-router-policies", "identities", identity)
 
-    def compute() -> list[dict[str, Any]]:
+    def compute() -> msgspec.Raw:
         # No router connects to this controller yet, so each shows the run-time state of a router that never
         # connected (as the edge router detail does): offline, no hostname, protocols or URLs, sync unknown.
-        return [{"id": router["id"], "name": router.get("name", ""), "hostname": "", "urls": {},
-                 "supportedProtocols": {}, "syncStatus": "SYNC_UNKNOWN", "isOnline": False,
-                 "cost": router.get("cost"), "noTraversal": router.get("noTraversal"),
-                 "disabled": bool(router.get("disabled")), "appData": router.get("appData") or {}}
-                for router in ctx.txn.get_many("edge-routers", common_edge_routers(ctx, identity, service))]
+        return msgspec.Raw(_encoder.encode([
+            {"id": router["id"], "name": router.get("name", ""), "hostname": "", "urls": {},
+             "supportedProtocols": {}, "syncStatus": "SYNC_UNKNOWN", "isOnline": False,
+             "cost": router.get("cost"), "noTraversal": router.get("noTraversal"),
+             "disabled": bool(router.get("disabled")), "appData": router.get("appData") or {}}
+            for router in rows(ctx, "edge-routers", common_edge_routers(ctx, identity, service))]))
 
-    return ctx.shared_cached(("session-edge-routers", policies, service["id"]), compute)
+    routers: msgspec.Raw = ctx.shared_cached(("session-edge-routers", policies, service["id"]), compute)
+    return routers
 
 
 def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
