@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
-from controller.writer import Writer
+from controller.writer import INLINE_BATCH, THREAD_BATCH, Writer
 from storage.store import KindLayout, Store, UniqueViolation, WriteTxn
 
 LAYOUT = KindLayout("things", unique=("name",))
@@ -101,4 +102,21 @@ async def test_batches_are_bounded(tmp_path: Path, nursery: trio.Nursery) -> Non
             submitters.start_soon(writer.submit, _put(f"n{i}"))
     assert writer.mutations == 10
     assert writer.commits >= 3  # at most 4 mutations per transaction
+    nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(("in_thread", "cap"), [(False, INLINE_BATCH), (True, THREAD_BATCH)])
+async def test_default_batch_bound_depends_on_where_commits_run(tmp_path: Path, nursery: trio.Nursery,
+                                                                in_thread: bool, cap: int) -> None:
+    """Inline, a commit holds the event loop, so fewer mutations share one; a thread may take many more."""
+    store = Store(tmp_path / "db", [LAYOUT], durable=False)
+    writer = Writer(store, in_thread=in_thread)
+    queued = 2 * INLINE_BATCH + 3
+    async with trio.open_nursery() as submitters:
+        for i in range(queued):
+            submitters.start_soon(writer.submit, _put(f"n{i}"))
+        await trio.testing.wait_all_tasks_blocked()  # every submit is queued before the writer starts
+        await nursery.start(writer.run)
+    assert writer.mutations == queued
+    assert writer.commits == -(-queued // cap)
     nursery.cancel_scope.cancel()
