@@ -1,7 +1,7 @@
 """The actors scenario's subject: a real controller in-process, the identities it is loaded with, the message
 stream it serves, and the deadline outcomes it reports.
 
-The controller runs as ``controller.main`` runs it (real clock, durable LMDB, commits on the Trio thread, the GC
+The controller runs as ``controller.main`` runs it (real clock, durable LMDB, commits in a worker thread, the GC
 policy of ``controller/memory.py``), minus HTTP: the scenario measures the actors, and HTTP is the http scenario's.
 """
 

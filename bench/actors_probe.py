@@ -50,8 +50,8 @@ def release_free_memory() -> None:
 
 
 class CpuMeter:
-    """CPU time since creation as a share of one core: of the whole process (every thread, the password
-    hashers' included) and of the calling thread (the Trio thread)."""
+    """CPU time since creation as a share of one core: of the whole process (every thread, the commit thread
+    included) and of the calling thread (the Trio thread)."""
 
     def __init__(self) -> None:
         self._wall = time.perf_counter()

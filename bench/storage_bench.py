@@ -1,7 +1,7 @@
 """Scenario ``storage`` (T6): acknowledged durable writes through the group-commit writer, against raw py-lmdb.
 
-The subject is a real controller (``Controller.open`` on a data directory on the real disk, its writer committing on
-the Trio thread as in production, bootstrapped like a first start). Its workload is what a user runs:
+The subject is a real controller (``Controller.open`` on a data directory on the real disk, its writer committing in
+a worker thread as in production, bootstrapped like a first start). Its workload is what a user runs:
 ``domain.create("identities", ...)`` (body validation, references, indexes, the envelope-ready row read back), by 1,
 16, 64 and 256 concurrent writers, each submitting one create, awaiting its acknowledgement (the write is on disk)
 and repeating. The bare ``Writer.submit`` of one small put of the same size is measured at the same levels, to
@@ -16,7 +16,7 @@ Reads: while 64 writers create, reader tasks run ``domain.detail`` and an indexe
 name); every ``trio.to_thread.run_sync`` call is attributed to its task and every read is checked for having
 suspended its task. T6.reads counts the reads' hops and suspensions (must be 0); its baseline is the hops of a
 probe task that hops to a thread every 10 ms in the same window, which shows the counter sees hops when there are
-any (the controller's writer commits on the Trio thread and makes none). The same reads are timed without
+any, whatever the writer does. The same reads are timed without
 writers, next to the cost of one no-op thread hop and of an unfiltered first page over every identity created so far.
 
 Full run: 5 rounds of about 17 s (about 1.5 minutes with start-up); ``--quick``: 3 tiny rounds, a few seconds.

@@ -170,9 +170,9 @@ class GcPolicy:
 @contextmanager
 def runtime_policy() -> Iterator[GcPolicy]:
     """The process settings a running controller needs, restored on exit: the :class:`GcPolicy`, and a GIL switch
-    interval of 0.5 ms. A worker thread (a password hash) holds the GIL for up to the switch interval (5 ms by
-    default) whenever it runs Python; a shorter interval hands the lock back to the event loop sooner, which bounds
-    the latency the thread adds, and lets the thread in sooner when the event loop is the busy one."""
+    interval of 0.5 ms. The commit thread holds the GIL for up to the switch interval (5 ms by default) whenever it
+    runs Python; a shorter interval hands the lock back to the event loop sooner, which bounds the latency a commit
+    adds, and lets the commit thread in sooner when the event loop is the busy one."""
     policy = GcPolicy().install()
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)

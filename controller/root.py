@@ -53,7 +53,7 @@ class Controller:
         pki = ensure_pki(settings.data_dir / "pki", settings.sans)
         registry = build_registry()
         store = Store(settings.data_dir / "db", registry.layouts(), durable=settings.durable)
-        writer = Writer(store)  # commits on the Trio thread: see controller/writer.py
+        writer = Writer(store, in_thread=settings.worker_threads)
         domain = Domain(store, writer, registry, clock)
         sessions = ApiSessions(domain, settings.effective_session_timeout, hash_in_thread=settings.worker_threads,
                                max_concurrent_hashes=settings.max_concurrent_hashes)

@@ -4,13 +4,15 @@ One writer task owns the LMDB write side. It takes what is queued since its last
 runs the batch (``storage.writer.run_batch``: one transaction, one fsync), and then wakes each caller with its own
 outcome. Throughput grows with concurrency, and a caller is woken only once its write is on disk.
 
-The controller commits on the Trio thread. A worker thread looks cheaper, since the fsync releases the GIL, but
-py-lmdb also releases and re-takes the GIL around every get, put and delete: whenever the event loop is busy, each
-of those calls in the commit thread waits up to a GIL switch interval to get the lock back, and a mutation makes
-ten or more of them. Under load the thread's batches crawled (at 3k MFA deadlines/s, revocations became durable
-2.4-3.9 s late at the median in the thread, 0.32-0.37 s inline; a lone create answered in 1.5 ms instead of 0.9).
-Inline, the event loop stalls for one batch's Python work and its fsync, so a batch is capped (:data:`INLINE_BATCH`:
-about 6 ms of creates plus one fsync). ``in_thread`` remains for comparison and measurement.
+The controller commits in a worker thread, so the event loop keeps serving while the fsync runs. That has a
+cost under load: py-lmdb gives up and retakes the GIL around every get, put and delete, and in the thread each of
+those calls waits up to a switch interval for a busy event loop to hand the lock back (a mutation makes ten or
+more). Both ways were measured: with the actors saturating the loop (3k MFA deadlines/s) revocations became
+durable 2.4-3.9 s late at the median in the thread and 0.32-0.37 s inline, and a lone create answered in 0.9 ms
+inline instead of 1.5; but over HTTP, where requests are served during the fsync, session decisions fell by a
+quarter inline (large model 0.61-0.74 of ``GET /current-identity`` in the thread, 0.36-0.62 inline). Serving
+requests is the common case, so the thread stays; ``in_thread=False`` (the virtual-clock tests) caps a batch at
+:data:`INLINE_BATCH`, since an inline commit holds the event loop for the batch's Python work and its fsync.
 """
 
 from __future__ import annotations
@@ -46,13 +48,14 @@ class Writer:
 
     Args:
         store: the environment to write.
-        in_thread: commit in a worker thread instead of on the Trio thread (see the module docstring for why the
-            controller does not).
+        in_thread: commit in a worker thread (production; see the module docstring). Tests on Trio's virtual clock
+            pass False so that virtual time cannot jump while a commit is in flight; the commit then runs on the Trio
+            thread.
         max_batch: most mutations per transaction (default :data:`INLINE_BATCH` inline, :data:`THREAD_BATCH` in
             a thread).
     """
 
-    def __init__(self, store: Store, *, in_thread: bool = False, max_batch: int | None = None) -> None:
+    def __init__(self, store: Store, *, in_thread: bool = True, max_batch: int | None = None) -> None:
         self._store = store
         self._in_thread = in_thread
         if max_batch is None:
