@@ -29,10 +29,11 @@ from typing import Any
 
 import trio
 
-from bench.actors_harness import Outcomes, load_measured, load_parked, message_stream, running_controller
+from bench.actors_harness import Outcomes, load_measured, load_parked, message_stream
 from bench.actors_probe import anon_bytes, file_bytes, release_free_memory
 from bench.actors_report import build_result
 from bench.baselines import parked_task_bytes, sleep_until_lateness, spawn_lean_actors
+from bench.controller_run import running_controller
 from bench.report import ScenarioResult
 from bench.stats import summarize
 from controller import memory

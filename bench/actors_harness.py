@@ -1,21 +1,16 @@
 """The actors scenario's subject: a real controller in-process, the identities it is loaded with, the message
 stream it serves, and the deadline outcomes it reports.
 
-The controller runs as ``controller.main`` runs it (real clock, durable LMDB, commits in a worker thread, the GC
-policy of ``controller/memory.py``), minus HTTP: the scenario measures the actors, and HTTP is the http scenario's.
+The controller is started by ``bench/controller_run.py`` as ``controller.main`` runs it, minus HTTP: the scenario
+measures the actors, and HTTP is the http scenario's.
 """
 
 from __future__ import annotations
 
-import atexit
 import random
-import shutil
-import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -26,66 +21,13 @@ from actors.registry import OneShot
 from bench.actors_probe import CpuMeter
 from bench.identities import seed_mfa_identities, wake_all
 from controller import memory
-from controller.bootstrap import bootstrap
-from controller.pki import ensure_pki
 from controller.root import Controller
-from controller.settings import Settings
 
-__all__ = ["Loaded", "Outcomes", "Running", "StreamResult", "load_measured", "load_parked", "message_stream",
-           "running_controller"]
+__all__ = ["Loaded", "Outcomes", "StreamResult", "load_measured", "load_parked", "message_stream"]
 
 ROLE = "bench-mfa"
 # Long enough that no seeded MFA pass lies in the future (the seeder refuses that), short enough to be plausible.
 TIMEOUT_SECONDS = 7_200
-_PKI: list[Path] = []
-
-
-def _settings(data_dir: Path) -> Settings:
-    return Settings(data_dir=data_dir, tls=False, worker_threads=True, durable=True,
-                    admin_password="bench-admin-password")
-
-
-def _seed_pki(data_dir: Path) -> None:
-    """Copy one PKI made for the whole run: making RSA keys for every fresh data directory costs seconds."""
-    if (data_dir / "pki").exists():
-        return
-    if not _PKI:
-        parent = tempfile.mkdtemp(prefix="tollgate-bench-pki-")
-        atexit.register(shutil.rmtree, parent, ignore_errors=True)
-        template = Path(parent) / "pki"
-        ensure_pki(template)
-        _PKI.append(template)
-    shutil.copytree(_PKI[0], data_dir / "pki")
-
-
-@dataclass(slots=True)
-class Running:
-    """A started controller and how long it took from opening the data directory to serving."""
-
-    controller: Controller
-    ready_seconds: float
-
-
-@asynccontextmanager
-async def running_controller(data_dir: Path) -> AsyncIterator[Running]:
-    """Open ``data_dir`` and start the services in ``controller.main``'s order, under its runtime policy
-    (:func:`controller.memory.runtime_policy`): writer, posture engine (which re-arms every persisted deadline),
-    bootstrap, API-session expiry, then :func:`controller.memory.settle`."""
-    _seed_pki(data_dir)
-    started = time.perf_counter()
-    controller = Controller.open(_settings(data_dir))
-    try:
-        with memory.runtime_policy():
-            async with trio.open_nursery() as services:
-                await services.start(controller.writer.run)
-                await services.start(controller.engine.run)
-                await bootstrap(controller)
-                await services.start(controller.sessions.run)
-                memory.settle()
-                yield Running(controller, time.perf_counter() - started)
-                services.cancel_scope.cancel()
-    finally:
-        controller.close()
 
 
 @dataclass(slots=True)

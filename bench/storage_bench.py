@@ -1,11 +1,11 @@
 """Scenario ``storage`` (T6): acknowledged durable writes through the group-commit writer, against raw py-lmdb.
 
-The subject is a real controller (``Controller.open`` on a data directory on the real disk, its writer committing in
-a worker thread as in production, bootstrapped like a first start). Its workload is what a user runs:
-``domain.create("identities", ...)`` (body validation, references, indexes, the envelope-ready row read back), by 1,
-16, 64 and 256 concurrent writers, each submitting one create, awaiting its acknowledgement (the write is on disk)
-and repeating. The bare ``Writer.submit`` of one small put of the same size is measured at the same levels, to
-separate the group commit from the domain's per-write work.
+The subject is a real controller on a data directory on the real disk, started by ``bench/controller_run.py`` as
+``controller.main`` starts it (its writer committing in a worker thread, bootstrapped like a first start). Its
+workload is what a user runs: ``domain.create("identities", ...)`` (body validation, references, indexes, the
+envelope-ready row read back), by 1, 16, 64 and 256 concurrent writers, each submitting one create, awaiting its
+acknowledgement (the write is on disk) and repeating. The bare ``Writer.submit`` of one small put of the same size
+is measured at the same levels, to separate the group commit from the domain's per-write work.
 
 Baselines, on the same disk with values of the encoded size of a real identity row (``storage_raw.RawLmdb``): one
 fsync per put (one transaction per put) and one fsync per 100 puts. Baseline slots and subject rounds alternate
@@ -36,14 +36,12 @@ from typing import Any
 
 import trio
 
+from bench.controller_run import running_controller
 from bench.report import ScenarioResult, Target
 from bench.stats import median, percentile
 from bench.storage_raw import HopCounter, RawFigures, RawLmdb, StepCounter, thread_hop_latencies
-from controller import memory
-from controller.bootstrap import bootstrap
 from controller.listing import ListParams
 from controller.root import Controller
-from controller.settings import Settings
 from storage.store import encode
 
 __all__ = ["CONCURRENCY", "run"]
@@ -265,25 +263,15 @@ async def _subject_round(subject: _Subject, plan: Plan) -> dict[str, Any]:
 
 
 async def _measure(plan: Plan, base: Path) -> list[dict[str, Any]]:
-    """Open and bootstrap the controller, warm up, then alternate baseline slots and subject rounds."""
-    controller = Controller.open(Settings(data_dir=base / "controller", tls=False, admin_password="bench-storage"))
+    """Start the controller as ``controller.main`` does (``bench/controller_run.py``: its runtime policy is part of
+    what a user's writes cost), warm up, then alternate baseline slots and subject rounds."""
     raws: list[RawLmdb] = []
     try:
-        # The controller's runtime policy and start-up, as ``controller.main`` runs it (the actors harness does the
-        # same): its GC thresholds, freezing and GIL switch interval are part of what a user's writes cost.
-        with memory.runtime_policy():
-            async with trio.open_nursery() as services:
-                await services.start(controller.writer.run)
-                await services.start(controller.engine.run)
-                await bootstrap(controller)
-                memory.settle()
-                rounds = await _measured_rounds(plan, base, controller, raws)
-                services.cancel_scope.cancel()
+        async with running_controller(base / "controller") as running:
+            return await _measured_rounds(plan, base, running.controller, raws)
     finally:
         for raw in raws:
             raw.close()
-        controller.close()
-    return rounds
 
 
 async def _measured_rounds(plan: Plan, base: Path, controller: Controller,

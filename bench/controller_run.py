@@ -1,0 +1,75 @@
+"""A real controller in-process, started as ``controller.main`` starts it, minus HTTP: what the actors and storage
+scenarios measure (real clock, durable LMDB, commits in a worker thread, the runtime policy of
+``controller/memory.py``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from controller import memory
+from controller.bootstrap import bootstrap
+from controller.pki import ensure_pki
+from controller.root import Controller
+from controller.settings import Settings
+
+__all__ = ["Running", "running_controller"]
+
+_PKI: list[Path] = []
+
+
+def _settings(data_dir: Path) -> Settings:
+    return Settings(data_dir=data_dir, tls=False, worker_threads=True, durable=True,
+                    admin_password="bench-admin-password")
+
+
+def _seed_pki(data_dir: Path) -> None:
+    """Copy one PKI made for the whole run: making RSA keys for every fresh data directory costs seconds."""
+    if (data_dir / "pki").exists():
+        return
+    if not _PKI:
+        parent = tempfile.mkdtemp(prefix="tollgate-bench-pki-")
+        atexit.register(shutil.rmtree, parent, ignore_errors=True)
+        template = Path(parent) / "pki"
+        ensure_pki(template)
+        _PKI.append(template)
+    shutil.copytree(_PKI[0], data_dir / "pki")
+
+
+@dataclass(slots=True)
+class Running:
+    """A started controller and how long it took from opening the data directory to serving."""
+
+    controller: Controller
+    ready_seconds: float
+
+
+@asynccontextmanager
+async def running_controller(data_dir: Path) -> AsyncIterator[Running]:
+    """Open ``data_dir`` and start the services in ``controller.main``'s order, under its runtime policy
+    (:func:`controller.memory.runtime_policy`): writer, posture engine (which re-arms every persisted deadline),
+    bootstrap, API-session expiry, then :func:`controller.memory.settle`."""
+    _seed_pki(data_dir)
+    started = time.perf_counter()
+    controller = Controller.open(_settings(data_dir))
+    try:
+        with memory.runtime_policy():
+            async with trio.open_nursery() as services:
+                await services.start(controller.writer.run)
+                await services.start(controller.engine.run)
+                await bootstrap(controller)
+                await services.start(controller.sessions.run)
+                memory.settle()
+                yield Running(controller, time.perf_counter() - started)
+                services.cancel_scope.cancel()
+    finally:
+        controller.close()
