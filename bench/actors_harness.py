@@ -45,7 +45,7 @@ async def load_parked(controller: Controller, count: int, *, rate: float, far: f
     """Seed and wake ``count`` actors whose deadlines (``rate`` per second) start ``far`` seconds ahead: the
     population that stays parked while others are measured. Settles the GC afterwards, as a restore does."""
     started = time.perf_counter()
-    ids = seed_mfa_identities(controller, count, deadlines_per_second=rate, start_in=far,
+    ids = await seed_mfa_identities(controller, count, deadlines_per_second=rate, start_in=far,
                               timeout_seconds=TIMEOUT_SECONDS, role=ROLE)
     seeded = time.perf_counter()
     await wake_all(controller, ids)
@@ -67,7 +67,7 @@ async def load_measured(controller: Controller, *, blocks: int, per_block: int, 
     lead = margin + 3 * count * (wake_per_actor + 50e-6)
     began = controller.clock.now()
     started = time.perf_counter()
-    ids = seed_mfa_identities(controller, count, deadlines_per_second=rate, start_in=lead,
+    ids = await seed_mfa_identities(controller, count, deadlines_per_second=rate, start_in=lead,
                               timeout_seconds=TIMEOUT_SECONDS, role=ROLE, gap_every=per_block, gap=gap)
     seeded = time.perf_counter()
     await wake_all(controller, ids)

@@ -96,10 +96,10 @@ def build_result(config: Any, quick: bool, rounds: list[dict[str, Any]]) -> Scen
 def _notes(config: Any, t3: list[dict[str, Any]], t4: list[dict[str, Any]], t5: list[dict[str, Any]],
            mem: dict[str, Any], gc: dict[str, Any]) -> list[str]:
     notes = [
-        f"T3: median of {len(t3)} rounds, each on a fresh controller (durable LMDB, commits in a worker thread, the "
-        f"GC policy of controller/memory.py), interleaved with bare sleep_until rounds of the same deadlines; "
-        f"{config.t3_measured:,} of the {config.t3_count:,} parked actors' deadlines fall in the measured window "
-        f"at {config.rate:,.0f}/s, the rest later.",
+        f"T3: median of {len(t3)} rounds, each on a fresh controller (durable LMDB, commits on the writer's pinned "
+        f"thread, the GC policy of controller/memory.py), interleaved with bare sleep_until rounds of the same "
+        f"deadlines; {config.t3_measured:,} of the {config.t3_count:,} parked actors' deadlines fall in the measured "
+        f"window at {config.rate:,.0f}/s, the rest later.",
         f"Messages (wake, OS posture, unlock, MAC posture in turn, each with a reply slot as the Client API sends "
         f"them) are offered at {config.msg_rate:,.0f}/s to random identities, open loop but with at most "
         f"{config.in_flight:,} not yet handled (a server's bound on requests in progress): when the actors cannot "

@@ -1,5 +1,5 @@
 """A real controller in-process, started as ``controller.main`` starts it, minus HTTP: what the actors and storage
-scenarios measure (real clock, durable LMDB, commits in a worker thread, the runtime policy of
+scenarios measure (real clock, durable LMDB, commits on the writer's pinned thread, the runtime policy of
 ``controller/memory.py``).
 """
 

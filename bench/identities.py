@@ -18,8 +18,9 @@ at a chosen instant, and one Dial session that the deadline revokes. A request p
   session passed MFA at ``deadline - timeoutSeconds``, with ``deadline`` stored, so that
   :meth:`PostureEngine.run` re-arms it at start and the MFA check starts failing exactly then.
 
-The seeder writes through :func:`storage.writer.run_batch` on the calling (Trio) thread: call it before serving
-or between measurements, never while latency is being measured. It needs a bootstrapped store (the ``default``
+The seeder writes through the controller's writer (``Writer.submit``), so its writes queue with every other write
+and share the one write transaction; each chunk's mutation runs on the Trio thread and holds it: call it before
+serving or between measurements, never while latency is being measured. It needs a bootstrapped store (the ``default``
 auth policy). It does not touch the in-memory API sessions (:class:`controller.auth.ApiSessions` loads the rows
 when the controller next opens) and does not arm deadlines on a running engine: :func:`wake_all` does that, and
 a restart does it for every persisted deadline.
@@ -48,8 +49,7 @@ from controller.posture.evaluate import MfaState
 from controller.posture.machine import IdentityState, SessionPosture
 from controller.resources.context import WriteContext
 from controller.root import Controller
-from storage.store import Store, WriteTxn, encode
-from storage.writer import run_batch
+from storage.store import WriteTxn, encode
 
 __all__ = ["MfaNetwork", "ensure_network", "seed_mfa_identities", "wake_all"]
 
@@ -66,18 +66,17 @@ class MfaNetwork:
     timeout_seconds: int
 
 
-def _write(controller: Controller, fn: Callable[[WriteContext], Any]) -> Any:
-    """Run ``fn`` in one durable transaction on this thread and return its result (re-raising its error)."""
+async def _write(controller: Controller, fn: Callable[[WriteContext], Any]) -> Any:
+    """Run ``fn`` through the controller's writer and return its result once durable (re-raising its error)."""
     registry, now = controller.registry, controller.clock.now()
 
     def mutation(txn: WriteTxn) -> Any:
         return fn(WriteContext(txn, registry, now))
 
-    [outcome] = run_batch(controller.store, [mutation])
-    return outcome.unwrap()
+    return await controller.writer.submit(mutation)
 
 
-def ensure_network(controller: Controller, *, role: str, timeout_seconds: int) -> MfaNetwork:
+async def ensure_network(controller: Controller, *, role: str, timeout_seconds: int) -> MfaNetwork:
     """The shared network of ``role``, created on first use through the controller's validation.
 
     Raises:
@@ -117,7 +116,7 @@ def ensure_network(controller: Controller, *, role: str, timeout_seconds: int) -
             "name": names["policy"], "type": "Dial", "semantic": "AllOf", "identityRoles": [tag],
             "serviceRoles": [tag], "postureCheckRoles": [tag]}),
     }
-    ids = _write(controller, lambda ctx: {key: str(write(ctx)["id"]) for key, write in writes.items()})
+    ids = await _write(controller, lambda ctx: {key: str(write(ctx)["id"]) for key, write in writes.items()})
     return MfaNetwork(role, ids["check"], ids["service"], ids["policy"], ids["router"], timeout_seconds)
 
 
@@ -168,13 +167,14 @@ def _copies(templates: _Templates, identity_id: str, name: str, passed_at: float
              "lastChangeAt": passed_at, "deadline": deadline})
 
 
-def _bulk_store(store: Store, rows: dict[str, list[dict[str, Any]]]) -> None:
-    """Store new rows and their index entries in one durable transaction, one ``putmulti`` per database.
+async def _bulk_store(controller: Controller, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Store new rows and their index entries in one durable write, one ``putmulti`` per database.
 
     The entries are exactly those :meth:`storage.store.WriteTxn.put` makes for a new row (row by id; unique, set
     and ref indexes from the kind's layout), without its per-row reads: every id is new by construction, and a
     unique value that is already taken makes the whole transaction fail instead of overwriting it.
     """
+    store = controller.store
     entries: list[tuple[Any, bool, list[tuple[bytes, bytes]]]] = []
     for kind, kind_rows in rows.items():
         layout = store.layout(kind)
@@ -189,20 +189,17 @@ def _bulk_store(store: Store, rows: dict[str, list[dict[str, Any]]]) -> None:
             entries.append((store.index_db("s", kind, name), True,
                             [(str(element).encode(), i) for i, row in zip(ids, kind_rows, strict=True)
                              for element in set(row.get(name) or ())]))
-    _, raw = store.begin_write()
-    try:
+
+    def mutation(txn: WriteTxn) -> None:
         for db, dupsort, items in entries:
-            with raw.cursor(db=db) as cursor:
-                consumed, added = cursor.putmulti(items, dupdata=dupsort, overwrite=dupsort)
-            if added != consumed:
-                raise RuntimeError(f"{consumed - added} seeded keys already existed; nothing was written")
-        raw.commit()
-    except BaseException:
-        raw.abort()
-        raise
+            added = txn.put_many(db, items, dupdata=dupsort)
+            if added != len(items):
+                raise RuntimeError(f"{len(items) - added} seeded keys already existed; nothing was written")
+
+    await controller.writer.submit(mutation)
 
 
-def seed_mfa_identities(controller: Controller, count: int, *, deadlines_per_second: float, start_in: float,
+async def seed_mfa_identities(controller: Controller, count: int, *, deadlines_per_second: float, start_in: float,
                         timeout_seconds: int = 3600, role: str = "mfa-bench", gap_every: int = 0, gap: float = 0.0,
                         chunk: int = 20_000) -> list[str]:
     """Create ``count`` identities whose MFA deadlines fall at ``start + i / deadlines_per_second``.
@@ -211,8 +208,8 @@ def seed_mfa_identities(controller: Controller, count: int, *, deadlines_per_sec
     come in blocks of that many, each block ``gap`` seconds after the end of the previous one. Identity ``i`` (the
     ``i``-th id returned) has the role attribute ``role``, one API session that passed MFA at its deadline minus
     ``timeout_seconds``, one Dial session to the role's service (revoked when the deadline fires), and a persisted
-    posture state holding the deadline. Synchronous: it blocks the Trio thread while it writes, ``chunk``
-    identities per durable transaction (about 45 µs per identity here: a million in well under a minute).
+    posture state holding the deadline. Each chunk's write holds the Trio thread while it runs, ``chunk``
+    identities per durable write (about 45 µs per identity here: a million in well under a minute).
 
     Raises:
         ValueError: the timeout is shorter than the time to the last deadline (MFA would be passed in the future).
@@ -223,13 +220,13 @@ def seed_mfa_identities(controller: Controller, count: int, *, deadlines_per_sec
     offsets = [i / deadlines_per_second + (i // gap_every * gap if gap_every > 0 else 0.0) for i in range(count)]
     if start_in + offsets[-1] > timeout_seconds:
         raise ValueError("timeout_seconds must cover start_in plus the spread of the deadlines")
-    network = ensure_network(controller, role=role, timeout_seconds=timeout_seconds)
+    network = await ensure_network(controller, role=role, timeout_seconds=timeout_seconds)
     run = "".join(secrets.choice(string.ascii_letters) for _ in range(4))
     width = max(6, math.ceil(math.log(count + 1, 16)))
     ids = [f"{run}{i:0{width}x}" for i in range(count)]  # ten characters, like the reference controller's ids
     deadlines = [start + offset for offset in offsets]
     names = [f"{role}-{identity_id}" for identity_id in ids]
-    templates = _write(controller, lambda ctx: _first(ctx, network, ids[0], names[0],
+    templates = await _write(controller, lambda ctx: _first(ctx, network, ids[0], names[0],
                                                       deadlines[0] - timeout_seconds, deadlines[0]))
     for begin in range(1, count, chunk):
         kinds: dict[str, list[dict[str, Any]]] = {"identities": [], "api-sessions": [], "sessions": [],
@@ -242,7 +239,7 @@ def seed_mfa_identities(controller: Controller, count: int, *, deadlines_per_sec
                            (_token(random_hex, j), _token(random_hex, j + 1)))
             for kind_rows, row in zip(kinds.values(), rows, strict=True):
                 kind_rows.append(row)
-        _bulk_store(controller.store, kinds)
+        await _bulk_store(controller, kinds)
     return ids
 
 

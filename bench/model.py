@@ -29,7 +29,6 @@ from controller.posture.machine import IdentityState, SessionPosture
 from controller.resources.context import WriteContext
 from controller.resources.spec import Resource
 from controller.root import Controller
-from storage.writer import run_batch
 
 __all__ = ["HTTP", "LARGE", "MEDIUM", "Loaded", "ModelSize", "load_model", "posture_responses"]
 
@@ -82,7 +81,7 @@ def _groups(size: ModelSize) -> int:
     return max(1, size.service_policies // 5)
 
 
-def _bulk(controller: Controller, writes: Sequence[Callable[[WriteContext], dict[str, Any]]],
+async def _bulk(controller: Controller, writes: Sequence[Callable[[WriteContext], dict[str, Any]]],
           chunk: int = 5_000) -> list[dict[str, Any]]:
     """Run the writes in transactions of ``chunk`` rows; returns the stored rows."""
     rows: list[dict[str, Any]] = []
@@ -94,14 +93,13 @@ def _bulk(controller: Controller, writes: Sequence[Callable[[WriteContext], dict
             ctx = WriteContext(txn, registry, now)
             return [write(ctx) for write in part]
 
-        [outcome] = run_batch(controller.store, [mutation])
-        rows.extend(outcome.unwrap())
+        rows.extend(await controller.writer.submit(mutation))
     return rows
 
 
-def _create_all(controller: Controller, kind: str, bodies: Iterable[dict[str, Any]]) -> list[str]:
+async def _create_all(controller: Controller, kind: str, bodies: Iterable[dict[str, Any]]) -> list[str]:
     writes = [controller.domain.validated_create(kind, body) for body in bodies]
-    return [str(row["id"]) for row in _bulk(controller, writes)]
+    return [str(row["id"]) for row in await _bulk(controller, writes)]
 
 
 def _posture_checks() -> list[dict[str, Any]]:
@@ -131,33 +129,33 @@ def posture_responses(check_ids: dict[str, str]) -> list[dict[str, Any]]:
     ]
 
 
-def load_model(controller: Controller, size: ModelSize) -> Loaded:
+async def load_model(controller: Controller, size: ModelSize) -> Loaded:
     """Create the model's rows (call before the controller serves; no actor exists yet)."""
     groups = _groups(size)
     loaded = Loaded(size.name)
-    _create_all(controller, "edge-routers", ({"name": f"er-{i}", "roleAttributes": ["routers"]}
+    await _create_all(controller, "edge-routers", ({"name": f"er-{i}", "roleAttributes": ["routers"]}
                                              for i in range(size.edge_routers)))
-    _create_all(controller, "edge-router-policies", [{"name": "all-routers", "semantic": "AnyOf",
+    await _create_all(controller, "edge-router-policies", [{"name": "all-routers", "semantic": "AnyOf",
                                                       "identityRoles": ["#all"], "edgeRouterRoles": ["#all"]}])
-    _create_all(controller, "service-edge-router-policies", [{"name": "all-services", "semantic": "AnyOf",
+    await _create_all(controller, "service-edge-router-policies", [{"name": "all-services", "semantic": "AnyOf",
                                                               "serviceRoles": ["#all"],
                                                               "edgeRouterRoles": ["#all"]}])
-    services = _create_all(controller, "services", ({"name": f"svc-{j}", "encryptionRequired": True,
+    services = await _create_all(controller, "services", ({"name": f"svc-{j}", "encryptionRequired": True,
                                                      "roleAttributes": [f"sg{j % groups}"]}
                                                     for j in range(size.services)))
     if size.posture:
         checks = _posture_checks()
-        ids = _create_all(controller, "posture-checks", ({**c, "roleAttributes": ["posture"]} for c in checks))
+        ids = await _create_all(controller, "posture-checks", ({**c, "roleAttributes": ["posture"]} for c in checks))
         loaded.posture_check_ids = {str(c["typeId"]): i for c, i in zip(checks, ids, strict=True)}
-    _create_all(controller, "service-policies", (
+    await _create_all(controller, "service-policies", (
         {"name": f"sp-{p}", "type": "Dial" if p // groups % 2 == 0 else "Bind", "semantic": "AnyOf",
          "identityRoles": [f"#ig{p % groups}"], "serviceRoles": [f"#sg{p // 5 % groups}"],
          "postureCheckRoles": ["#posture"] if size.posture else []}
         for p in range(size.service_policies)))
-    loaded.identity_ids = _create_all(controller, "identities", (
+    loaded.identity_ids = await _create_all(controller, "identities", (
         {"name": f"user-{i:06d}", "type": "User", "isAdmin": False, "roleAttributes": [f"ig{i % groups}", "users"]}
         for i in range(size.identities)))
-    _add_clients(controller, size, loaded, services, groups)
+    await _add_clients(controller, size, loaded, services, groups)
     return loaded
 
 
@@ -165,7 +163,8 @@ def _create_session(ctx: WriteContext, *, sessions: Resource, body: dict[str, An
     return create_row(ctx, sessions, body, None)
 
 
-def _add_clients(controller: Controller, size: ModelSize, loaded: Loaded, services: list[str], groups: int) -> None:
+async def _add_clients(controller: Controller, size: ModelSize, loaded: Loaded, services: list[str],
+                       groups: int) -> None:
     """Give ``size.clients`` identities, spread over the groups, an API session that has passed MFA."""
     sessions = controller.registry["api-sessions"]
     now = controller.clock.now()
@@ -188,7 +187,7 @@ def _add_clients(controller: Controller, size: ModelSize, loaded: Loaded, servic
         writes.append(functools.partial(_create_session, sessions=sessions, body=body))
         dial = sorted(s for g in dial_groups.get(index % groups, set()) for s in by_group.get(g, []))
         loaded.clients.append({"identityId": identity_id, "token": token, "services": dial})
-    rows = _bulk(controller, writes)
+    rows = await _bulk(controller, writes)
     # MFA passed at login for every driven API session (the other checks are reported by the client over HTTP).
     states = []
     for client, row in zip(loaded.clients, rows, strict=True):
@@ -202,4 +201,4 @@ def _add_clients(controller: Controller, size: ModelSize, loaded: Loaded, servic
             ctx.txn.put(STATE_KIND, encoded)
         return {}
 
-    _bulk(controller, [put_states])
+    await _bulk(controller, [put_states])

@@ -121,12 +121,12 @@ async def _seed(args: argparse.Namespace) -> dict[str, Any]:
         async with trio.open_nursery() as services:
             await services.start(controller.writer.run)
             await bootstrap(controller)
-            loaded = load_model(controller, size)
+            loaded = await load_model(controller, size)
             if args.actors:
                 from bench.identities import seed_mfa_identities
 
                 # Deadlines two hours ahead (spread over 100 s): the actors stay parked for the whole benchmark.
-                actor_ids = seed_mfa_identities(controller, args.actors, deadlines_per_second=1_000,
+                actor_ids = await seed_mfa_identities(controller, args.actors, deadlines_per_second=1_000,
                                                 start_in=7_200, timeout_seconds=86_400, role="parked")
             services.cancel_scope.cancel()
     finally:

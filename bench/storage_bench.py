@@ -1,7 +1,7 @@
 """Scenario ``storage`` (T6): acknowledged durable writes through the group-commit writer, against raw py-lmdb.
 
 The subject is a real controller on a data directory on the real disk, started by ``bench/controller_run.py`` as
-``controller.main`` starts it (its writer committing in a worker thread, bootstrapped like a first start). Its
+``controller.main`` starts it (its writer committing on its pinned thread, bootstrapped like a first start). Its
 workload is what a user runs: ``domain.create("identities", ...)`` (body validation, references, indexes, the
 envelope-ready row read back), by 1, 16, 64 and 256 concurrent writers, each submitting one create, awaiting its
 acknowledgement (the write is on disk) and repeating. The bare ``Writer.submit`` of one small put of the same size

@@ -84,10 +84,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings, level = parse_settings(sys.argv[1:] if argv is None else argv)
     configure_logging(level)
     from controller.main import run
+    from storage.store import StoreInUse
 
     try:
         run(settings)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         logging.getLogger("tollgate").warning("interrupted")
         return 130
+    except StoreInUse as exc:  # a second controller on the same data directory
+        logging.getLogger("tollgate").error(str(exc))
+        return 1
     return 0

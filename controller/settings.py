@@ -19,8 +19,8 @@ class Settings:
         sans: extra subject alternative names for the server certificate.
         session_timeout: idle seconds before an API session ends (values under a minute fall back to 30 minutes).
         max_body_bytes: request bodies above this are refused before any other work.
-        worker_threads: commit and hash in worker threads. Tests on a virtual clock turn it off so that virtual
-            time cannot jump while a thread runs.
+        worker_threads: commit on the writer's pinned thread and hash in worker threads. Tests on a virtual clock
+            turn it off so that virtual time cannot jump while a thread runs.
         durable: fsync every commit (only tests and benchmark baselines turn it off).
         admin_username, admin_password: the default admin's credentials on first start (random password if None).
         max_concurrent_hashes: password verifications allowed at once (each scrypt holds 16 MiB and a core).

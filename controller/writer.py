@@ -1,35 +1,45 @@
 """Group commit, the async half: callers hand over a synchronous mutation and await its durable outcome.
 
 One writer task owns the LMDB write side. It takes what is queued since its last commit (at most ``max_batch``),
-runs the batch (``storage.writer.run_batch``: one transaction, one fsync), and then wakes each caller with its own
+runs the batch in one transaction with one fsync (``storage/writer.py``), and then wakes each caller with its own
 outcome. Throughput grows with concurrency, and a caller is woken only once its write is on disk.
 
-The controller commits in a worker thread, so the event loop keeps serving while the fsync runs. That has a
-cost under load: py-lmdb gives up and retakes the GIL around every get, put and delete, and in the thread each of
-those calls waits up to a switch interval for a busy event loop to hand the lock back (a mutation makes ten or
-more). Both ways were measured: with the actors saturating the loop (3k MFA deadlines/s) revocations became
-durable 2.4-3.9 s late at the median in the thread and 0.32-0.37 s inline, and a lone create answered in 0.9 ms
-inline instead of 1.5; but over HTTP, where requests are served during the fsync, session decisions fell by a
-quarter inline (large model 0.61-0.74 of ``GET /current-identity`` in the thread, 0.36-0.62 inline). Serving
-requests is the common case, so the thread stays; ``in_thread=False`` (the virtual-clock tests) caps a batch at
-:data:`INLINE_BATCH`, since an inline commit holds the event loop for the batch's Python work and its fsync.
+Where the work runs (``in_thread=True``, production): the mutations run on the Trio thread, and only the
+transaction's begin and its commit (the page writes and the fsync) run on a :class:`~controller.pinned_thread.
+PinnedThread`, which begins the next transaction as soon as it has committed one. Measured alternatives:
+
+* The whole batch in a worker thread: py-lmdb gives up and retakes the GIL around every get, put and delete, and
+  in the thread each of those calls waits up to a switch interval for a busy event loop to hand the lock back (a
+  mutation makes ten or more). With the actors saturating the loop, revocations became durable 2.4-3.9 s late at
+  the median; a lone create answered in 1.5 ms.
+* Everything inline, fsync included: durable 0.32-0.37 s late and a lone create in 0.9 ms, but over HTTP session
+  decisions fell by a quarter, since no request is served during an fsync.
+
+Mutations hold the event loop for their Python work, so the writer yields to other tasks after every
+:data:`MUTATIONS_PER_YIELD` of them; the transaction stays open across those yields, which is safe because only
+this task touches it and every read opens its own snapshot of the last commit.
+
+``in_thread=False`` (the virtual-clock tests) does everything inline, so that virtual time cannot jump while a
+commit is in flight; it caps a batch at :data:`INLINE_BATCH`, since an inline commit holds the loop for its fsync.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
+import lmdb
 import trio
 
+from controller.pinned_thread import PinnedThread
 from storage.store import Store, WriteTxn
-from storage.writer import Outcome, run_batch
+from storage.writer import Mutation, Outcome, abandon, abort_quietly, apply, finish, run_batch
 
-__all__ = ["INLINE_BATCH", "THREAD_BATCH", "Writer"]
+__all__ = ["INLINE_BATCH", "MUTATIONS_PER_YIELD", "THREAD_BATCH", "Writer"]
 
 INLINE_BATCH = 64  # mutations per inline commit: bounds how long one commit holds the event loop
 THREAD_BATCH = 1024
+MUTATIONS_PER_YIELD = 16
 
 T = TypeVar("T")
 
@@ -37,7 +47,7 @@ T = TypeVar("T")
 class _Request:
     __slots__ = ("done", "mutation", "outcome")
 
-    def __init__(self, mutation: Callable[[WriteTxn], Any]) -> None:
+    def __init__(self, mutation: Mutation) -> None:
         self.mutation = mutation
         self.done = trio.Event()
         self.outcome: Outcome | None = None
@@ -48,9 +58,8 @@ class Writer:
 
     Args:
         store: the environment to write.
-        in_thread: commit in a worker thread (production; see the module docstring). Tests on Trio's virtual clock
-            pass False so that virtual time cannot jump while a commit is in flight; the commit then runs on the Trio
-            thread.
+        in_thread: begin and commit on a pinned worker thread (production; see the module docstring). Tests on
+            Trio's virtual clock pass False: everything then runs on the Trio thread.
         max_batch: most mutations per transaction (default :data:`INLINE_BATCH` inline, :data:`THREAD_BATCH` in
             a thread).
     """
@@ -66,25 +75,14 @@ class Writer:
         self.mutations = 0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until cancelled; a batch already handed to the worker thread always completes first."""
+        """Serve until cancelled; a batch already taken from the queue always completes first."""
+        if self._in_thread:
+            await self._run_pinned(task_status)
+            return
         task_status.started()
         async for first in self._receive:
-            batch = [first]
-            while len(batch) < self._max_batch:
-                try:
-                    batch.append(self._receive.receive_nowait())
-                except trio.WouldBlock:
-                    break
-            mutations = [request.mutation for request in batch]
-            if self._in_thread:
-                outcomes = await trio.to_thread.run_sync(functools.partial(run_batch, self._store, mutations))
-            else:
-                outcomes = run_batch(self._store, mutations)
-            self.commits += 1
-            self.mutations += len(batch)
-            for request, outcome in zip(batch, outcomes, strict=True):
-                request.outcome = outcome
-                request.done.set()
+            batch = self._take(first)
+            self._answer(batch, run_batch(self._store, [request.mutation for request in batch]))
 
     async def submit(self, mutation: Callable[[WriteTxn], T]) -> T:
         """Run ``mutation`` in the next batch and return its result once committed; re-raise what it raised."""
@@ -94,3 +92,77 @@ class Writer:
         assert request.outcome is not None
         result: T = request.outcome.unwrap()
         return result
+
+    def _take(self, first: _Request) -> list[_Request]:
+        batch = [first]
+        while len(batch) < self._max_batch:
+            try:
+                batch.append(self._receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+        return batch
+
+    def _answer(self, batch: list[_Request], outcomes: list[Outcome]) -> None:
+        self.commits += 1
+        self.mutations += len(batch)
+        for request, result in zip(batch, outcomes, strict=True):
+            request.outcome = result
+            request.done.set()
+
+    async def _run_pinned(self, task_status: trio.TaskStatus[None]) -> None:
+        store = self._store
+        with PinnedThread("lmdb-writer") as thread:
+            opened: _Opened = await thread.call(store.begin_write)
+            try:
+                task_status.started()
+                async for first in self._receive:
+                    batch, outcomes, broken = await self._apply_queued(first, opened[0])
+                    outcomes, following = await thread.call(_end_and_begin, store, opened[1], outcomes, broken,
+                                                            len(batch))
+                    self._answer(batch, outcomes)
+                    if isinstance(following, BaseException):
+                        raise following
+                    opened = following
+            finally:
+                with trio.CancelScope(shield=True):
+                    await thread.call(abort_quietly, opened[1])
+
+    async def _apply_queued(self, first: _Request, parent: WriteTxn,
+                            ) -> tuple[list[_Request], list[Outcome], Exception | None]:
+        """Apply ``first`` and whatever else is queued (up to ``max_batch``) to ``parent``, letting other tasks run
+        after every few; stops early if LMDB breaks the transaction, returning that error."""
+        batch: list[_Request] = []
+        outcomes: list[Outcome] = []
+        request: _Request | None = first
+        while request is not None:
+            batch.append(request)
+            try:
+                outcomes.append(apply(self._store, parent, request.mutation))
+            except Exception as exc:
+                return batch, outcomes, exc
+            if len(batch) >= self._max_batch:
+                break
+            if len(batch) % MUTATIONS_PER_YIELD == 0:
+                # Not a cancellation point: a batch already taken from the queue must reach its commit.
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            try:
+                request = self._receive.receive_nowait()
+            except trio.WouldBlock:
+                request = None
+        return batch, outcomes, None
+
+
+_Opened = tuple[WriteTxn, lmdb.Transaction]
+
+
+def _end_and_begin(store: Store, raw: lmdb.Transaction, outcomes: list[Outcome], broken: Exception | None,
+                   count: int) -> tuple[list[Outcome], _Opened | BaseException]:
+    """On the pinned thread: commit the batch (or abort it when ``broken``), then begin the next transaction, so
+    that the next batch's mutations need no hop first. The next begin's failure is returned, not raised, so that
+    the committed batch's callers are answered before the writer stops."""
+    outcomes = finish(store, raw, outcomes) if broken is None else abandon(store, raw, count, broken)
+    try:
+        following: _Opened | BaseException = store.begin_write()
+    except Exception as exc:
+        following = exc
+    return outcomes, following

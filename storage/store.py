@@ -7,9 +7,9 @@ and delete, so that no caller maintains them by hand:
 * set: ``s/<kind>/<field>`` (dupsort): element -> ids (role attributes);
 * ref: ``f/<kind>/<field>`` (dupsort): value -> ids (back-references such as a config's ``configTypeId``).
 
-Reads open a read transaction inline (microseconds, never blocks). Writes happen only through :class:`WriteTxn`,
-which the group-commit writer (``storage/writer.py``) opens in a worker thread. No transaction spans an ``await``:
-this module has no async code at all.
+Reads open a read transaction inline (microseconds, never blocks) and never keep it across an ``await``. Writes
+happen only through :class:`WriteTxn`, which the group-commit writer (``storage/writer.py``, driven by
+``controller/writer.py``) opens; only the writer task ever touches it. This module has no async code at all.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from typing import Any
 import lmdb
 import msgspec
 
-__all__ = ["MAX_KEY_BYTES", "KindLayout", "ReadTxn", "SharedMemo", "Store", "UniqueViolation", "UnstorableValue",
-           "WriteTxn"]
+from storage.ownership import StoreInUse, claim, release
+
+__all__ = ["MAX_KEY_BYTES", "KindLayout", "ReadTxn", "SharedMemo", "Store", "StoreInUse", "UniqueViolation",
+           "UnstorableValue", "WriteTxn"]
 
 # LMDB refuses empty keys and keys (or dupsort values) longer than its compiled-in limit with MDB_BAD_VALSIZE.
 MAX_KEY_BYTES = 511
@@ -265,6 +267,15 @@ class WriteTxn(ReadTxn):
         self._txn.delete(_key(row_id), db=self._store.rows_db(kind))
         return old
 
+    def put_many(self, db: Any, items: list[tuple[bytes, bytes]], *, dupdata: bool) -> int:
+        """Bulk-load raw ``(key, value)`` pairs into ``db`` (one of this store's DBs) and return how many were new.
+
+        Keeps no index in step: only for seeding, where the caller writes every index entry itself. An existing
+        key is kept as it is (``dupdata``: an existing pair)."""
+        with self._txn.cursor(db=db) as cursor:
+            _consumed, added = cursor.putmulti(items, dupdata=dupdata, overwrite=dupdata)
+        return int(added)
+
     def set_meta(self, key: str, value: Any) -> None:
         self._txn.put(key.encode(), encode(value), db=self._store.meta_db)
 
@@ -317,19 +328,27 @@ class Store:
         layouts: one layout per kind; their named DBs are opened (and created) up front.
         map_size: the largest the database may grow to (a sparse file; it costs nothing until used).
         durable: fsync on every commit. Only tests and benchmarks of the baseline switch it off.
+
+    Raises:
+        StoreInUse: another open store owns ``path`` (``storage/ownership.py``); close that one first.
     """
 
     def __init__(self, path: Path, layouts: Iterable[KindLayout], *, map_size: int = 1 << 35,
                  durable: bool = True) -> None:
         self._layouts = {layout.kind: layout for layout in layouts}
         path.mkdir(parents=True, exist_ok=True)
+        self._owner = claim(path)
         names = [f"r/{kind}" for kind in self._layouts]
         for layout in self._layouts.values():
             names += [f"u/{layout.kind}/{f}" for f in layout.unique]
             names += [f"s/{layout.kind}/{f}" for f in layout.sets]
             names += [f"f/{layout.kind}/{f}" for f in layout.refs]
-        self.env = lmdb.open(str(path), max_dbs=len(names) + 8, map_size=map_size, sync=durable,
-                             metasync=durable, readahead=False)
+        try:
+            self.env = lmdb.open(str(path), max_dbs=len(names) + 8, map_size=map_size, sync=durable,
+                                 metasync=durable, readahead=False)
+        except BaseException:
+            release(self._owner)
+            raise
         self._dbs: dict[str, Any] = {}
         for name in names:
             dupsort = name[0] in "sf"
@@ -382,3 +401,4 @@ class Store:
 
     def close(self) -> None:
         self.env.close()
+        release(self._owner)

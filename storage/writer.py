@@ -3,17 +3,24 @@
 Each mutation runs in its own nested transaction, so one that raises is rolled back alone and the others still
 commit. The batch commits once (one fsync for the whole batch). The async half that collects batches and wakes
 callers lives in ``controller/writer.py``; this module never touches Trio.
+
+Two ways to drive it: :func:`run_batch` does everything in one call; :func:`apply` and :func:`finish` split the
+mutations from the commit, so that a caller can run the mutations on one thread and begin and commit the
+transaction on another (LMDB binds a write transaction's lock to the thread that began it).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import lmdb
+
 from storage.store import Store, WriteTxn
 
-__all__ = ["Mutation", "Outcome", "run_batch"]
+__all__ = ["Mutation", "Outcome", "abandon", "abort_quietly", "apply", "finish", "run_batch"]
 
 Mutation = Callable[[WriteTxn], Any]
 
@@ -31,33 +38,66 @@ class Outcome:
         return self.value
 
 
-def run_batch(store: Store, mutations: Sequence[Mutation]) -> list[Outcome]:
-    """Apply ``mutations`` in order inside one write transaction and commit it durably.
+def apply(store: Store, parent: WriteTxn, mutation: Mutation) -> Outcome:
+    """Run ``mutation`` in a transaction nested under ``parent``; an ``Exception`` it raises rolls back only its
+    own writes and becomes its outcome.
 
-    Returns one :class:`Outcome` per mutation. If the commit itself fails, every outcome carries that error, so no
-    caller is told its write succeeded when it did not.
+    Raises what the mutation raised if that is not an ``Exception``, and LMDB's error if the nested transaction
+    cannot commit; either way ``parent`` must then be aborted.
     """
-    outcomes: list[Outcome] = []
-    parent, raw_parent = store.begin_write()
+    child, raw_child = store.begin_write(parent)
     try:
-        for mutation in mutations:
-            child, raw_child = store.begin_write(parent)
-            try:
-                value = mutation(child)
-            except Exception as exc:  # the mutation's own failure: roll back only its writes
-                child.close_cursors()
-                raw_child.abort()
-                outcomes.append(Outcome(error=exc))
-            else:
-                child.close_cursors()
-                raw_child.commit()
-                outcomes.append(Outcome(value=value))
-        raw_parent.commit()
-    except BaseException as exc:
-        raw_parent.abort()
-        if isinstance(exc, Exception):
-            return [Outcome(error=exc) for _ in mutations]
+        value = mutation(child)
+    except Exception as exc:  # the mutation's own failure: roll back only its writes
+        child.close_cursors()
+        raw_child.abort()
+        return Outcome(error=exc)
+    except BaseException:
+        child.close_cursors()
+        raw_child.abort()
         raise
+    child.close_cursors()
+    raw_child.commit()
+    return Outcome(value=value)
+
+
+def finish(store: Store, raw_parent: lmdb.Transaction, outcomes: list[Outcome]) -> list[Outcome]:
+    """Commit the batch's transaction durably and return ``outcomes``; if the commit fails, every outcome carries
+    that error instead, so no caller is told its write succeeded when it did not."""
+    try:
+        raw_parent.commit()
+    except Exception as exc:
+        abort_quietly(raw_parent)
+        return [Outcome(error=exc) for _ in outcomes]
     finally:
         store.write_ended()
     return outcomes
+
+
+def abandon(store: Store, raw_parent: lmdb.Transaction, count: int, error: Exception) -> list[Outcome]:
+    """Abort the batch's transaction after ``error`` broke it: ``count`` outcomes, each carrying that error."""
+    abort_quietly(raw_parent)
+    store.write_ended()
+    return [Outcome(error=error) for _ in range(count)]
+
+
+def run_batch(store: Store, mutations: Sequence[Mutation]) -> list[Outcome]:
+    """Apply ``mutations`` in order inside one write transaction and commit it durably (see :func:`finish`)."""
+    parent, raw_parent = store.begin_write()
+    outcomes: list[Outcome] = []
+    try:
+        for mutation in mutations:
+            outcomes.append(apply(store, parent, mutation))
+    except Exception as exc:
+        return abandon(store, raw_parent, len(mutations), exc)
+    except BaseException:
+        abort_quietly(raw_parent)
+        store.write_ended()
+        raise
+    return finish(store, raw_parent, outcomes)
+
+
+def abort_quietly(raw: lmdb.Transaction) -> None:
+    """Abort ``raw`` unless it has already ended (a failed commit ends it; aborting again may raise)."""
+    with contextlib.suppress(lmdb.Error):
+        raw.abort()

@@ -50,8 +50,8 @@ def test_quick_run_writes_every_target(tmp_path: Path) -> None:
 async def test_seeded_identities_are_what_the_write_path_makes(controller: Controller,
                                                                autojump_clock: trio.testing.MockClock) -> None:
     start = controller.clock.now()
-    ids = seed_mfa_identities(controller, 5, deadlines_per_second=2, start_in=60, timeout_seconds=600, role="r")
-    network = ensure_network(controller, role="r", timeout_seconds=600)
+    ids = await seed_mfa_identities(controller, 5, deadlines_per_second=2, start_in=60, timeout_seconds=600, role="r")
+    network = await ensure_network(controller, role="r", timeout_seconds=600)
     with controller.store.read() as txn:
         first, copy = txn.get("identities", ids[0]), txn.get("identities", ids[3])
         assert first is not None and copy is not None
@@ -75,6 +75,6 @@ async def test_seeded_identities_are_what_the_write_path_makes(controller: Contr
                                                                               "Dial", {}, reply))
     assert granted["identityId"] == ids[3] and granted["servicePolicies"] == [network.policy_id]
     # A second seeding with the same role reuses the network; another timeout for it is refused.
-    assert seed_mfa_identities(controller, 1, deadlines_per_second=1, start_in=60, timeout_seconds=600, role="r")
+    assert await seed_mfa_identities(controller, 1, deadlines_per_second=1, start_in=60, timeout_seconds=600, role="r")
     with pytest.raises(ValueError, match="timeoutSeconds"):
-        ensure_network(controller, role="r", timeout_seconds=601)
+        await ensure_network(controller, role="r", timeout_seconds=601)

@@ -199,3 +199,19 @@ def test_a_signal_stops_the_process_gracefully(tmp_path: Path, signum: signal.Si
             assert "acknowledged" in {row["name"] for row in txn.scan("identities")}
     finally:
         store.close()
+
+
+async def test_a_second_controller_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
+    """The running controller keeps LMDB's write lock between commits: a second one would hang on its first write,
+    so it exits at once with a clear error instead, and the first keeps the directory."""
+    data = tmp_path / "data"
+    first = Controller.open(make_settings(data))
+    try:
+        with trio.fail_after(60):
+            done = await trio.run_process([str(TOLLGATE), "serve", "--data-dir", str(data), "--port", "0", "--no-tls"],
+                                          capture_stdout=True, capture_stderr=True, check=False)
+        assert done.returncode == 1
+        assert f"{data / 'db'} is in use by another controller" in (done.stdout + done.stderr).decode()
+    finally:
+        first.close()
+    Controller.open(make_settings(data)).close()  # free again once the first has closed

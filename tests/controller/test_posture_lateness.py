@@ -30,7 +30,7 @@ async def test_deadlines_are_reported_decided_and_durable_on_time(tmp_path: Path
     async with trio.open_nursery() as nursery:
         controller = await start_controller(make_settings(tmp_path), nursery, clock=Clock(wall_base=T0))
         start = controller.clock.now()
-        ids = seed_mfa_identities(controller, 3, deadlines_per_second=2, start_in=10, timeout_seconds=600)
+        ids = await seed_mfa_identities(controller, 3, deadlines_per_second=2, start_in=10, timeout_seconds=600)
         seen: list[DeadlineOutcome] = []
         controller.engine.lateness.add_observer(seen.append)
         await wake_all(controller, ids)
@@ -53,7 +53,7 @@ async def test_a_deadline_passed_while_unarmed_is_reported_as_late_as_it_was(
     async with trio.open_nursery() as nursery:
         controller = await start_controller(make_settings(tmp_path), nursery, clock=Clock(wall_base=T0))
         start = controller.clock.now()
-        [identity] = seed_mfa_identities(controller, 1, deadlines_per_second=1, start_in=10, timeout_seconds=600)
+        [identity] = await seed_mfa_identities(controller, 1, deadlines_per_second=1, start_in=10, timeout_seconds=600)
         seen: list[DeadlineOutcome] = []
         controller.engine.lateness.add_observer(seen.append)
         # Seeded into a running engine, the deadline is not armed until the actor wakes, 5 s after it passed.

@@ -10,7 +10,7 @@ from typing import Any
 import lmdb
 import pytest
 
-from storage.store import MAX_KEY_BYTES, KindLayout, Store, UniqueViolation, UnstorableValue, WriteTxn
+from storage.store import MAX_KEY_BYTES, KindLayout, Store, StoreInUse, UniqueViolation, UnstorableValue, WriteTxn
 from storage.writer import Outcome, run_batch
 
 THINGS = KindLayout("things", unique=("name", "code"), sets=("labels",), refs=("ownerId",))
@@ -263,3 +263,12 @@ def test_a_base_exception_aborts_the_whole_batch(store: Store) -> None:
         run_batch(store, [lambda txn: txn.put("things", {"id": "t1"}), interrupted])
     with store.read() as txn:
         assert txn.count("things") == 0
+
+
+def test_one_open_store_per_directory(tmp_path: Path) -> None:
+    first = Store(tmp_path / "db", LAYOUTS, durable=False)
+    with pytest.raises(StoreInUse, match="in use by another controller"):
+        Store(tmp_path / "db", LAYOUTS, durable=False)
+    first.close()
+    second = Store(tmp_path / "db", LAYOUTS, durable=False)  # closing gave the directory up
+    second.close()
