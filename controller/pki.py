@@ -23,7 +23,6 @@ import base64
 import contextlib
 import datetime as dt
 import hashlib
-import ipaddress
 import os
 import secrets
 from collections.abc import Sequence
@@ -37,6 +36,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from controller.pki_names import San, cert_sans, merge_sans, parse_sans
 
 __all__ = ["DEFAULT_SANS", "Pki", "PkiError", "cacerts_pkcs7_b64", "ensure_pki"]
 
@@ -59,8 +60,6 @@ _BACKDATE = dt.timedelta(minutes=5)
 # certificates issued before, because issuer name and key both match.
 _CA_SUBJECT = x509.Name.from_rfc4514_string("CN=Tollgate Root CA,O=Tollgate")
 
-_IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-_San = str | _IpAddress
 _CaKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
 
@@ -140,7 +139,7 @@ def ensure_pki(pki_dir: Path, sans: Sequence[str] = (), *, now: dt.datetime | No
     (tests only).
     """
     moment = now if now is not None else dt.datetime.now(dt.UTC)
-    wanted = _parse_sans([*DEFAULT_SANS, *sans])
+    wanted = parse_sans([*DEFAULT_SANS, *sans])
     pki_dir.mkdir(parents=True, exist_ok=True)
     ca_cert_path = pki_dir / CA_CERT_NAME
     ca_key_path = pki_dir / CA_KEY_NAME
@@ -155,7 +154,7 @@ def ensure_pki(pki_dir: Path, sans: Sequence[str] = (), *, now: dt.datetime | No
         if server_key is None:
             server_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
             _write_atomic(server_key_path, _key_pem(server_key), 0o600)
-        names = _merge_sans(wanted, _cert_sans(server_cert) if server_cert is not None else [])
+        names = merge_sans(wanted, cert_sans(server_cert) if server_cert is not None else [])
         server_cert = _issue_server_cert(ca_key, ca_cert, server_key, names, moment)
         chain = server_cert.public_bytes(serialization.Encoding.PEM) + ca_cert.public_bytes(serialization.Encoding.PEM)
         _write_atomic(server_cert_path, chain, 0o644)
@@ -259,13 +258,13 @@ def _current_server_cert(path: Path, ca_cert: x509.Certificate) -> x509.Certific
 
 
 def _server_cert_ok(
-    cert: x509.Certificate, key: rsa.RSAPrivateKey, wanted: Sequence[_San], moment: dt.datetime
+    cert: x509.Certificate, key: rsa.RSAPrivateKey, wanted: Sequence[San], moment: dt.datetime
 ) -> bool:
     if cert.public_key() != key.public_key():
         return False
     if cert.not_valid_after_utc - moment < _RENEW_BEFORE or cert.not_valid_before_utc > moment:
         return False
-    present = set(_cert_sans(cert))
+    present = set(cert_sans(cert))
     return all(name in present for name in wanted)
 
 
@@ -273,7 +272,7 @@ def _issue_server_cert(
     ca_key: _CaKey,
     ca_cert: x509.Certificate,
     key: rsa.RSAPrivateKey,
-    names: Sequence[_San],
+    names: Sequence[San],
     moment: dt.datetime,
 ) -> x509.Certificate:
     dns = [n for n in names if isinstance(n, str) and n != "localhost"]
@@ -308,46 +307,6 @@ def _issue_server_cert(
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-
-
-# --- SAN handling -----------------------------------------------------------------------------------------------
-
-
-def _parse_sans(raw: Sequence[str]) -> list[_San]:
-    """Normalise requested names: IPs to address objects, DNS names lower-cased; duplicates dropped, order kept."""
-    out: list[_San] = []
-    for entry in raw:
-        text = entry.strip()
-        if not text:
-            raise ValueError("empty subject alternative name")
-        candidate = text[1:-1] if text.startswith("[") and text.endswith("]") else text
-        name: _San
-        try:
-            name = ipaddress.ip_address(candidate)
-        except ValueError:
-            name = text.lower()
-        if name not in out:
-            out.append(name)
-    return out
-
-
-def _cert_sans(cert: x509.Certificate) -> list[_San]:
-    try:
-        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        return []
-    names: list[_San] = [n.lower() for n in ext.get_values_for_type(x509.DNSName)]
-    for ip in ext.get_values_for_type(x509.IPAddress):
-        if isinstance(ip, ipaddress.IPv4Address | ipaddress.IPv6Address):
-            names.append(ip)
-    return names
-
-
-def _merge_sans(wanted: Sequence[_San], previous: Sequence[_San]) -> list[_San]:
-    """Requested names first, then any the old certificate had, so a re-issue never drops a name clients use."""
-    merged = list(wanted)
-    merged.extend(n for n in previous if n not in merged)
-    return merged
 
 
 def _key_usage(*, ca: bool) -> x509.KeyUsage:

@@ -24,6 +24,7 @@ import lmdb
 import msgspec
 
 from storage.ownership import StoreInUse, claim, release
+from storage.shared_memo import SharedMemo
 
 __all__ = ["MAX_KEY_BYTES", "KindLayout", "ReadTxn", "SharedMemo", "Store", "StoreInUse", "UniqueViolation",
            "UnstorableValue", "WriteTxn"]
@@ -104,25 +105,6 @@ def _key(value: Any) -> bytes:
 
 def _storable(key: bytes) -> bool:
     return 0 < len(key) <= MAX_KEY_BYTES
-
-
-class SharedMemo:
-    """Answers derived only from the store's watched kinds, shared by every snapshot that sees its last change.
-
-    ``since`` is the id of the write transaction that last touched a watched kind; a snapshot older than that
-    must not use ``entries``. Replaced (never cleared in place) when a watched kind is written, so a reader that
-    still holds the old one only ever fills a dict nobody will read again.
-    """
-
-    __slots__ = ("entries", "since")
-
-    # Derived answers are keyed by ids and role combinations; a pathological number of distinct combinations must
-    # not grow the memo without end: past this many entries it starts again empty.
-    LIMIT = 200_000
-
-    def __init__(self, since: int) -> None:
-        self.since = since
-        self.entries: dict[Any, Any] = {}
 
 
 class ReadTxn:
