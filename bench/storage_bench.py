@@ -50,8 +50,8 @@ CONCURRENCY = (1, 16, 64, 256)
 READ_WRITERS = 64
 READERS = 4
 RAW_BATCH = 100
-COLUMNS = ["workload", "writers", "ops/s", "vs raw fsync/100", "vs raw fsync/put", "per commit", "p50 ms",
-           "p99 ms"]
+COLUMNS = ["workload", "writers", "ops/s", "vs raw fsync/100", "vs raw fsync/put", "per commit", "commit ms",
+           "p50 ms", "p99 ms"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +81,12 @@ class Run:
     seconds: float
     latencies: list[float]
     commits: int = 0
+    commit_seconds: float = 0.0  # spent in those commits on the writer's pinned thread (page writes and fsync)
 
     def figures(self) -> dict[str, float]:
         return {"ops_per_s": self.ops / self.seconds if self.seconds else float("nan"),
                 "per_commit": self.ops / self.commits if self.commits else float("nan"),
+                "commit_ms": self.commit_seconds / self.commits * 1e3 if self.commits else float("nan"),
                 "p50_ms": percentile(self.latencies, 50) * 1e3, "p99_ms": percentile(self.latencies, 99) * 1e3}
 
 
@@ -149,11 +151,12 @@ class _Subject:
         return len(encode(row))
 
     async def measure(self, writers: int, seconds: float, op: Callable[[], Awaitable[None]]) -> Run:
-        """A closed-loop run of ``op``, with the number of fsync commits the writer made meanwhile."""
+        """A closed-loop run of ``op``, with the fsync commits the writer made meanwhile and their time."""
         writer = self.controller.writer
-        commits = writer.commits
+        commits, commit_seconds = writer.commits, writer.commit_seconds
         run = await _closed_loop(writers, seconds, op)
         run.commits = writer.commits - commits
+        run.commit_seconds = writer.commit_seconds - commit_seconds
         return run
 
     async def reads(self, seconds: float, writers: int) -> dict[str, Any]:
@@ -335,12 +338,15 @@ _NAN = float("nan")
 
 
 def _row(rounds: list[Round], label: str, writers: str, *path: str, compare: bool = True) -> list[Any]:
-    """A table row from the figures at ``path`` (``ops_per_s``, ``p50_ms``, ``p99_ms``, maybe ``per_commit``)."""
+    """A table row from the figures at ``path`` (``ops_per_s``, ``p50_ms``, ``p99_ms``, maybe ``per_commit`` and
+    ``commit_ms``)."""
     rate = _get(*path, "ops_per_s")
-    per_commit = _med(rounds, _get(*path, "per_commit")) if "per_commit" in _at(rounds[0], path) else _NAN
+    figures = _at(rounds[0], path)
+    per_commit = _med(rounds, _get(*path, "per_commit")) if "per_commit" in figures else _NAN
+    commit_ms = _med(rounds, _get(*path, "commit_ms")) if "commit_ms" in figures else _NAN
     return [label, writers, _med(rounds, rate),
             _ratio(rounds, rate, _PER_BATCH) if compare else _NAN, _ratio(rounds, rate, _PER_PUT) if compare else _NAN,
-            per_commit, _med(rounds, _get(*path, "p50_ms")), _med(rounds, _get(*path, "p99_ms"))]
+            per_commit, commit_ms, _med(rounds, _get(*path, "p50_ms")), _med(rounds, _get(*path, "p99_ms"))]
 
 
 def _at(r: Round, path: tuple[str, ...]) -> dict[str, Any]:
@@ -399,7 +405,12 @@ def _notes(rounds: list[Round]) -> list[str]:
     return [
         f"{len(rounds)} rounds, medians; ratios are medians of per-round ratios against the mean of the baseline "
         f"slots measured just before and after each round; values of {rounds[0]['value_size']} bytes (one encoded "
-        "identity row) in every workload; 'per commit' is writes acknowledged per fsync commit",
+        "identity row) in every workload; 'per commit' is writes acknowledged per fsync commit; 'commit ms' is the "
+        "mean time of one such commit (page writes and fsync) on the writer's pinned thread",
+        f"one writer's create: its commit alone took {_med(rounds, _get('create', '1', 'commit_ms')):.3g} ms on "
+        f"average, {_ratio(rounds, _get('create', '1', 'commit_ms'), _get('raw', 'put', 'p50_ms')):.3g}x one raw "
+        "fsync commit's p50 (a create dirties the row, its index entries and their B-tree paths, where the raw put "
+        "dirties one leaf)",
         f"reads: {total('reads'):,} reads by {READERS} tasks during {READ_WRITERS} concurrent writers; "
         f"{total('reader_hops')} thread hops and {total('suspended_reads')} suspensions inside reads, "
         f"{total('other_hops'):,} hops by the probe task in the same windows",

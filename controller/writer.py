@@ -25,6 +25,7 @@ commit is in flight; it caps a batch at :data:`INLINE_BATCH`, since an inline co
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -73,6 +74,8 @@ class Writer:
         self._send, self._receive = trio.open_memory_channel[_Request](max_batch * 4)
         self.commits = 0
         self.mutations = 0
+        # Seconds the pinned thread spent committing (page writes and fsync); the benchmark reads it.
+        self.commit_seconds = 0.0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; a batch already taken from the queue always completes first."""
@@ -117,8 +120,9 @@ class Writer:
                 task_status.started()
                 async for first in self._receive:
                     batch, outcomes, broken = await self._apply_queued(first, opened[0])
-                    outcomes, following = await thread.call(_end_and_begin, store, opened[1], outcomes, broken,
-                                                            len(batch))
+                    outcomes, following, seconds = await thread.call(_end_and_begin, store, opened[1], outcomes,
+                                                                     broken, len(batch))
+                    self.commit_seconds += seconds
                     self._answer(batch, outcomes)
                     if isinstance(following, BaseException):
                         raise following
@@ -156,13 +160,16 @@ _Opened = tuple[WriteTxn, lmdb.Transaction]
 
 
 def _end_and_begin(store: Store, raw: lmdb.Transaction, outcomes: list[Outcome], broken: Exception | None,
-                   count: int) -> tuple[list[Outcome], _Opened | BaseException]:
+                   count: int) -> tuple[list[Outcome], _Opened | BaseException, float]:
     """On the pinned thread: commit the batch (or abort it when ``broken``), then begin the next transaction, so
-    that the next batch's mutations need no hop first. The next begin's failure is returned, not raised, so that
-    the committed batch's callers are answered before the writer stops."""
+    that the next batch's mutations need no hop first. Returns the outcomes, the next transaction and the seconds
+    the commit took. The next begin's failure is returned, not raised, so that the committed batch's callers are
+    answered before the writer stops."""
+    started = time.perf_counter()
     outcomes = finish(store, raw, outcomes) if broken is None else abandon(store, raw, count, broken)
+    seconds = time.perf_counter() - started
     try:
         following: _Opened | BaseException = store.begin_write()
     except Exception as exc:
         following = exc
-    return outcomes, following
+    return outcomes, following, seconds
