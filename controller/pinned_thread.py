@@ -7,6 +7,7 @@ commits every transaction on this one thread instead, and applies the mutations 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -44,6 +45,9 @@ class PinnedThread:
         while (job := self._jobs.get()) is not None:
             job()
 
+    # Protected from KeyboardInterrupt: between handing over the job and waiting for its result, an interrupt would
+    # leave a job that later wakes a task no longer waiting for it.
+    @trio.lowlevel.enable_ki_protection
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the thread and return its result, or raise what it raised."""
         token = trio.lowlevel.current_trio_token()
@@ -51,7 +55,9 @@ class PinnedThread:
 
         def job() -> None:
             result = outcome.capture(fn, *args)
-            token.run_sync_soon(trio.lowlevel.reschedule, task, result)
+            # If the run is over, nobody waits for this result; the thread must live on to be stopped.
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(trio.lowlevel.reschedule, task, result)
 
         self._jobs.put(job)
 

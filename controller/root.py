@@ -48,11 +48,16 @@ class Controller:
     def open(cls, settings: Settings, clock: Clock | None = None) -> Controller:
         """Open (or create) the data directory. Call inside ``trio.run``; services are started by ``main``."""
         clock = clock or Clock()
-        # The CA exists whether or not we serve TLS: enrolment and the well-known CA store need it. Made first, so
-        # that a PKI error leaves nothing open.
-        pki = ensure_pki(settings.data_dir / "pki", settings.sans)
         registry = build_registry()
+        # The store first: it claims the data directory (storage/ownership.py), so a second controller on it is
+        # refused before it touches the PKI of the one running.
         store = Store(settings.data_dir / "db", registry.layouts(), durable=settings.durable)
+        try:
+            # The CA exists whether or not we serve TLS: enrolment and the well-known CA store need it.
+            pki = ensure_pki(settings.data_dir / "pki", settings.sans)
+        except BaseException:
+            store.close()
+            raise
         writer = Writer(store, in_thread=settings.worker_threads)
         domain = Domain(store, writer, registry, clock)
         sessions = ApiSessions(domain, settings.effective_session_timeout, hash_in_thread=settings.worker_threads,

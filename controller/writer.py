@@ -16,8 +16,11 @@ PinnedThread`, which begins the next transaction as soon as it has committed one
   decisions fell by a quarter, since no request is served during an fsync.
 
 Mutations hold the event loop for their Python work, so the writer yields to other tasks after every
-:data:`MUTATIONS_PER_YIELD` of them; the transaction stays open across those yields, which is safe because only
-this task touches it and every read opens its own snapshot of the last commit.
+:data:`MUTATIONS_PER_YIELD` of them; the transaction stays open across those yields (and between batches), which
+is safe because only this task touches it and every read opens its own snapshot of the last commit. A batch is
+what was queued when it started: writes that arrive during its yields wait for the next commit, so the first
+caller's wait is bounded by the queue at that moment. Holding LMDB's write lock between commits means nothing else
+may begin a write on this store while the writer runs (:meth:`storage.store.Store.hold_writes`).
 
 ``in_thread=False`` (the virtual-clock tests) does everything inline, so that virtual time cannot jump while a
 commit is in flight; it caps a batch at :data:`INLINE_BATCH`, since an inline commit holds the loop for its fsync.
@@ -112,48 +115,51 @@ class Writer:
             request.outcome = result
             request.done.set()
 
+    # Protected from KeyboardInterrupt (Trio delivers it to the main task instead): the open transaction and the
+    # requests taken from the queue must never be abandoned between two steps of this bookkeeping.
+    @trio.lowlevel.enable_ki_protection
     async def _run_pinned(self, task_status: trio.TaskStatus[None]) -> None:
         store = self._store
-        with PinnedThread("lmdb-writer") as thread:
-            opened: _Opened = await thread.call(store.begin_write)
-            try:
-                task_status.started()
-                async for first in self._receive:
-                    batch, outcomes, broken = await self._apply_queued(first, opened[0])
-                    outcomes, following, seconds = await thread.call(_end_and_begin, store, opened[1], outcomes,
-                                                                     broken, len(batch))
-                    self.commit_seconds += seconds
-                    self._answer(batch, outcomes)
-                    if isinstance(following, BaseException):
-                        raise following
-                    opened = following
-            finally:
-                with trio.CancelScope(shield=True):
-                    await thread.call(abort_quietly, opened[1])
+        store.hold_writes()
+        try:
+            with PinnedThread("lmdb-writer") as thread:
+                opened: _Opened | None = await thread.call(store.begin_write)
+                try:
+                    task_status.started()
+                    async for first in self._receive:
+                        assert opened is not None  # a failed begin raised below
+                        # What is queued now; what arrives while this batch runs waits for the next commit.
+                        batch = self._take(first)
+                        outcomes, broken = await self._apply(batch, opened[0])
+                        raw, opened = opened[1], None  # the pinned thread ends it, whatever happens now
+                        outcomes, following, seconds = await thread.call(_end_and_begin, store, raw, outcomes, broken,
+                                                                         len(batch))
+                        if not isinstance(following, BaseException):
+                            opened = following
+                        self.commit_seconds += seconds
+                        self._answer(batch, outcomes)
+                        if isinstance(following, BaseException):
+                            raise following
+                finally:
+                    if opened is not None:
+                        with trio.CancelScope(shield=True):
+                            await thread.call(abort_quietly, opened[1])
+        finally:
+            store.release_writes()
 
-    async def _apply_queued(self, first: _Request, parent: WriteTxn,
-                            ) -> tuple[list[_Request], list[Outcome], Exception | None]:
-        """Apply ``first`` and whatever else is queued (up to ``max_batch``) to ``parent``, letting other tasks run
-        after every few; stops early if LMDB breaks the transaction, returning that error."""
-        batch: list[_Request] = []
+    async def _apply(self, batch: list[_Request], parent: WriteTxn) -> tuple[list[Outcome], Exception | None]:
+        """Apply the batch's mutations to ``parent``, letting other tasks run after every few; stops early if LMDB
+        breaks the transaction, returning that error."""
         outcomes: list[Outcome] = []
-        request: _Request | None = first
-        while request is not None:
-            batch.append(request)
-            try:
-                outcomes.append(apply(self._store, parent, request.mutation))
-            except Exception as exc:
-                return batch, outcomes, exc
-            if len(batch) >= self._max_batch:
-                break
-            if len(batch) % MUTATIONS_PER_YIELD == 0:
+        for index, request in enumerate(batch):
+            if index and index % MUTATIONS_PER_YIELD == 0:
                 # Not a cancellation point: a batch already taken from the queue must reach its commit.
                 await trio.lowlevel.cancel_shielded_checkpoint()
             try:
-                request = self._receive.receive_nowait()
-            except trio.WouldBlock:
-                request = None
-        return batch, outcomes, None
+                outcomes.append(apply(self._store, parent, request.mutation))
+            except Exception as exc:
+                return outcomes, exc
+        return outcomes, None
 
 
 _Opened = tuple[WriteTxn, lmdb.Transaction]

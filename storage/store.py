@@ -252,8 +252,9 @@ class WriteTxn(ReadTxn):
     def put_many(self, db: Any, items: list[tuple[bytes, bytes]], *, dupdata: bool) -> int:
         """Bulk-load raw ``(key, value)`` pairs into ``db`` (one of this store's DBs) and return how many were new.
 
-        Keeps no index in step: only for seeding, where the caller writes every index entry itself. An existing
-        key is kept as it is (``dupdata``: an existing pair)."""
+        Keeps no index in step and does not start a new :class:`SharedMemo`: only for seeding kinds that are not
+        watched, where the caller writes every index entry itself. An existing key is kept as it is (``dupdata``:
+        an existing pair)."""
         with self._txn.cursor(db=db) as cursor:
             _consumed, added = cursor.putmulti(items, dupdata=dupdata, overwrite=dupdata)
         return int(added)
@@ -319,24 +320,43 @@ class Store:
                  durable: bool = True) -> None:
         self._layouts = {layout.kind: layout for layout in layouts}
         path.mkdir(parents=True, exist_ok=True)
-        self._owner = claim(path)
         names = [f"r/{kind}" for kind in self._layouts]
         for layout in self._layouts.values():
             names += [f"u/{layout.kind}/{f}" for f in layout.unique]
             names += [f"s/{layout.kind}/{f}" for f in layout.sets]
             names += [f"f/{layout.kind}/{f}" for f in layout.refs]
+        self._owner = claim(path)
+        self.env: Any = None
         try:
             self.env = lmdb.open(str(path), max_dbs=len(names) + 8, map_size=map_size, sync=durable,
                                  metasync=durable, readahead=False)
+            self._dbs: dict[str, Any] = {}
+            for name in names:
+                dupsort = name[0] in "sf"
+                self._dbs[name] = self.env.open_db(name.encode(), dupsort=dupsort, create=True)
+            self.meta_db = self.env.open_db(b"meta", create=True)
         except BaseException:
+            if self.env is not None:
+                self.env.close()
             release(self._owner)
             raise
-        self._dbs: dict[str, Any] = {}
-        for name in names:
-            dupsort = name[0] in "sf"
-            self._dbs[name] = self.env.open_db(name.encode(), dupsort=dupsort, create=True)
-        self.meta_db = self.env.open_db(b"meta", create=True)
         self.memo = SharedMemo(0)
+        self._writes_held = False
+
+    def hold_writes(self) -> None:
+        """A writer that keeps LMDB's write lock between commits starts (``controller/writer.py``). Any other write
+        begun on the Trio thread would now wait for that lock, which only a thread waiting on the Trio thread
+        releases: :func:`storage.writer.run_batch` refuses instead, and so does a second writer (RuntimeError)."""
+        if self._writes_held:
+            raise RuntimeError("a writer already holds this store's writes")
+        self._writes_held = True
+
+    def release_writes(self) -> None:
+        self._writes_held = False
+
+    @property
+    def writes_held(self) -> bool:
+        return self._writes_held
 
     def watched_write(self, txn_id: int) -> None:
         """A write transaction (``txn_id``) touches a watched kind: snapshots from its commit on start a new memo.

@@ -82,7 +82,13 @@ def abandon(store: Store, raw_parent: lmdb.Transaction, count: int, error: Excep
 
 
 def run_batch(store: Store, mutations: Sequence[Mutation]) -> list[Outcome]:
-    """Apply ``mutations`` in order inside one write transaction and commit it durably (see :func:`finish`)."""
+    """Apply ``mutations`` in order inside one write transaction and commit it durably (see :func:`finish`).
+
+    Raises:
+        RuntimeError: a pinned writer holds the store's writes (:meth:`Store.hold_writes`); submit to it instead.
+    """
+    if store.writes_held:
+        raise RuntimeError("the store's writer holds its write lock: submit the write to the writer")
     parent, raw_parent = store.begin_write()
     outcomes: list[Outcome] = []
     try:

@@ -21,7 +21,7 @@ def test_quick_run_writes_every_target(tmp_path: Path) -> None:
     result = json.loads(path.read_text())
 
     check_targets(result, "storage", TARGETS, ratio=False)
-    # A read that hopped threads is counted: the baseline is the writer's own hops, which must have been seen.
+    # A read that hopped threads is counted: the baseline is the probe task's hops, which must have been seen.
     assert result["targets"]["T6.reads"]["baseline"] > 0
 
     assert len(result["rounds"]) >= 3

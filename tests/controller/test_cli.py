@@ -202,8 +202,9 @@ def test_a_signal_stops_the_process_gracefully(tmp_path: Path, signum: signal.Si
 
 
 async def test_a_second_controller_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
-    """The running controller keeps LMDB's write lock between commits: a second one would hang on its first write,
-    so it exits at once with a clear error instead, and the first keeps the directory."""
+    """A running controller's writer keeps LMDB's write lock between commits, so a second controller would hang on
+    its first write: the data directory's claim (taken when the first opened it) makes the second exit at once with
+    a clear error instead, and the first keeps the directory."""
     data = tmp_path / "data"
     first = Controller.open(make_settings(data))
     try:
