@@ -146,24 +146,33 @@ def _summarize(result: ScenarioResult, samples: dict[tuple[str, str], list[LoadR
                         med(("quart", "quart"), "rps") / hello_rps, "-"])
     endpoints = sorted({e for e, s in samples if s not in ("hello", "quart")},
                        key=list(dict.fromkeys(e for e, _ in samples)).index)
+    def loaded_p99(endpoint: str) -> float:
+        """The median over rounds of p99 with the actors over p99 without: each round measures both servers."""
+        pairs = zip(samples[(endpoint, "actors")], samples[(endpoint, "plain")], strict=True)
+        return median(loaded.p99_ms / bare.p99_ms for loaded, bare in pairs)
+
     for endpoint in endpoints:
         for name in ("plain", "actors"):
             label = "controller" if name == "plain" else f"controller + {actors:,} actors"
             p99 = med((endpoint, name), "p99_ms")
-            vs = p99 / med((endpoint, "plain"), "p99_ms") if name == "actors" else "-"
+            vs = loaded_p99(endpoint) if name == "actors" else "-"
             result.rows.append([endpoint, label, med((endpoint, name), "rps"), med((endpoint, name), "p50_ms"), p99,
                                 med((endpoint, name), "rps") / hello_rps, vs])
     result.targets.append(_bracketed("T1.rps", "posture-check list req/s >= 50% of the hello's just before and "
                                      "after (stretch 60%)", samples, "rps", lambda r: r >= 0.5, "req/s"))
     result.targets.append(_bracketed("T1.p99", "posture-check list p99 <= 3x the hello's just before and after",
                                      samples, "p99_ms", lambda r: r <= 3.0, "ms"))
-    worst = max(endpoints, key=lambda e: med((e, "actors"), "p99_ms") / med((e, "plain"), "p99_ms"))
-    result.targets.append(Target.at_most(
+    worst = max(endpoints, key=loaded_p99)
+    ratio = loaded_p99(worst)
+    result.targets.append(Target(
         "T2.p99", f"with {actors:,} actors every endpoint's p99 <= 1.5x without (worst: {worst})",
-        med((worst, "actors"), "p99_ms"), med((worst, "plain"), "p99_ms"), 1.5, "ms"))
+        not math.isnan(ratio) and ratio <= 1.5, med((worst, "actors"), "p99_ms"), med((worst, "plain"), "p99_ms"),
+        ratio, "ms"))
     result.targets.append(Target.bound("T2.gc", f"longest GC pause while serving with {actors:,} actors <= 50 ms",
                                        float(gc_pauses.get("max_ms", float("nan"))), 50.0, "ms"))
     result.notes.append(f"GC while serving with {actors:,} actors: {gc_pauses}")
+    result.notes.append("'p99 vs no actors' (and T2) is the median over rounds of each round's ratio: every round "
+                        "measures both controllers, minutes apart at most, while the rounds themselves drift")
     result.notes.append("plain HTTP on every server (TLS would cost each the same handshake and record work); "
                         "16 keep-alive connections; both controllers hold the 10k-identity model plus the "
                         f"{actors:,} parked identities; the filtered list narrows to the 10k users by role "
