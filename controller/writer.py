@@ -20,7 +20,7 @@ Mutations hold the event loop for their Python work, so the writer yields to oth
 is safe because only this task touches it and every read opens its own snapshot of the last commit. A batch is
 what was queued when it started: writes that arrive during its yields wait for the next commit, so the first
 caller's wait is bounded by the queue at that moment. Holding LMDB's write lock between commits means nothing else
-may begin a write on this store while the writer runs (:meth:`storage.store.Store.hold_writes`).
+may begin a write on this store while the writer runs (:meth:`storage.store.Store.held_writes`).
 
 ``in_thread=False`` (the virtual-clock tests) does everything inline, so that virtual time cannot jump while a
 commit is in flight; it caps a batch at :data:`INLINE_BATCH`, since an inline commit holds the loop for its fsync.
@@ -37,7 +37,7 @@ import trio
 
 from controller.pinned_thread import PinnedThread
 from storage.store import Store, WriteTxn
-from storage.writer import Mutation, Outcome, abandon, abort_quietly, apply, finish, run_batch
+from storage.writer import Mutation, Outcome, abort_quietly, apply_all, end_batch, run_batch
 
 __all__ = ["INLINE_BATCH", "MUTATIONS_PER_YIELD", "THREAD_BATCH", "Writer"]
 
@@ -120,45 +120,42 @@ class Writer:
     @trio.lowlevel.enable_ki_protection
     async def _run_pinned(self, task_status: trio.TaskStatus[None]) -> None:
         store = self._store
-        store.hold_writes()
-        try:
-            with PinnedThread("lmdb-writer") as thread:
-                opened: _Opened | None = await thread.call(store.begin_write)
-                try:
-                    task_status.started()
-                    async for first in self._receive:
-                        assert opened is not None  # a failed begin raised below
-                        # What is queued now; what arrives while this batch runs waits for the next commit.
-                        batch = self._take(first)
-                        outcomes, broken = await self._apply(batch, opened[0])
-                        raw, opened = opened[1], None  # the pinned thread ends it, whatever happens now
-                        outcomes, following, seconds = await thread.call(_end_and_begin, store, raw, outcomes, broken,
-                                                                         len(batch))
-                        if not isinstance(following, BaseException):
-                            opened = following
-                        self.commit_seconds += seconds
-                        self._answer(batch, outcomes)
-                        if isinstance(following, BaseException):
-                            raise following
-                finally:
-                    if opened is not None:
-                        with trio.CancelScope(shield=True):
-                            await thread.call(abort_quietly, opened[1])
-        finally:
-            store.release_writes()
+        with store.held_writes(), PinnedThread("lmdb-writer") as thread:
+            opened: _Opened | None = await thread.call(store.begin_write)
+            try:
+                task_status.started()
+                async for first in self._receive:
+                    assert opened is not None  # a failed begin raised below
+                    # What is queued now; what arrives while this batch runs waits for the next commit.
+                    batch = self._take(first)
+                    outcomes, broken = await self._apply(batch, opened[0])
+                    raw, opened = opened[1], None  # the pinned thread ends it, whatever happens now
+                    outcomes, following, seconds = await thread.call(_end_and_begin, store, raw, outcomes, broken,
+                                                                     len(batch))
+                    if not isinstance(following, BaseException):
+                        opened = following
+                    self.commit_seconds += seconds
+                    self._answer(batch, outcomes)
+                    if isinstance(following, BaseException):
+                        raise following
+            finally:
+                if opened is not None:
+                    with trio.CancelScope(shield=True):
+                        await thread.call(abort_quietly, opened[1])
 
     async def _apply(self, batch: list[_Request], parent: WriteTxn) -> tuple[list[Outcome], Exception | None]:
-        """Apply the batch's mutations to ``parent``, letting other tasks run after every few; stops early if LMDB
-        breaks the transaction, returning that error."""
+        """Apply the batch's mutations to ``parent`` (:func:`storage.writer.apply_all`), letting other tasks run
+        between every :data:`MUTATIONS_PER_YIELD` of them."""
         outcomes: list[Outcome] = []
-        for index, request in enumerate(batch):
-            if index and index % MUTATIONS_PER_YIELD == 0:
+        for start in range(0, len(batch), MUTATIONS_PER_YIELD):
+            if start:
                 # Not a cancellation point: a batch already taken from the queue must reach its commit.
                 await trio.lowlevel.cancel_shielded_checkpoint()
-            try:
-                outcomes.append(apply(self._store, parent, request.mutation))
-            except Exception as exc:
-                return outcomes, exc
+            part = [request.mutation for request in batch[start:start + MUTATIONS_PER_YIELD]]
+            done, broken = apply_all(self._store, parent, part)
+            outcomes += done
+            if broken is not None:
+                return outcomes, broken
         return outcomes, None
 
 
@@ -172,7 +169,7 @@ def _end_and_begin(store: Store, raw: lmdb.Transaction, outcomes: list[Outcome],
     the commit took. The next begin's failure is returned, not raised, so that the committed batch's callers are
     answered before the writer stops."""
     started = time.perf_counter()
-    outcomes = finish(store, raw, outcomes) if broken is None else abandon(store, raw, count, broken)
+    outcomes = end_batch(store, raw, outcomes, broken, count)
     seconds = time.perf_counter() - started
     try:
         following: _Opened | BaseException = store.begin_write()

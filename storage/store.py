@@ -341,22 +341,21 @@ class Store:
             release(self._owner)
             raise
         self.memo = SharedMemo(0)
-        self._writes_held = False
+        self.writes_held = False  # see held_writes
 
-    def hold_writes(self) -> None:
-        """A writer that keeps LMDB's write lock between commits starts (``controller/writer.py``). Any other write
-        begun on the Trio thread would now wait for that lock, which only a thread waiting on the Trio thread
-        releases: :func:`storage.writer.run_batch` refuses instead, and so does a second writer (RuntimeError)."""
-        if self._writes_held:
+    @contextmanager
+    def held_writes(self) -> Iterator[None]:
+        """While a writer that keeps LMDB's write lock between commits runs (``controller/writer.py``). Any other
+        write begun on the Trio thread meanwhile would wait for that lock, which only a thread waiting on the Trio
+        thread releases: :func:`storage.writer.run_batch` refuses instead, and so does a second writer
+        (RuntimeError)."""
+        if self.writes_held:
             raise RuntimeError("a writer already holds this store's writes")
-        self._writes_held = True
-
-    def release_writes(self) -> None:
-        self._writes_held = False
-
-    @property
-    def writes_held(self) -> bool:
-        return self._writes_held
+        self.writes_held = True
+        try:
+            yield
+        finally:
+            self.writes_held = False
 
     def watched_write(self, txn_id: int) -> None:
         """A write transaction (``txn_id``) touches a watched kind: snapshots from its commit on start a new memo.

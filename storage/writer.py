@@ -4,8 +4,8 @@ Each mutation runs in its own nested transaction, so one that raises is rolled b
 commit. The batch commits once (one fsync for the whole batch). The async half that collects batches and wakes
 callers lives in ``controller/writer.py``; this module never touches Trio.
 
-Two ways to drive it: :func:`run_batch` does everything in one call; :func:`apply` and :func:`finish` split the
-mutations from the commit, so that a caller can run the mutations on one thread and begin and commit the
+Two ways to drive it: :func:`run_batch` does everything in one call; :func:`apply_all` and :func:`end_batch` split
+the mutations from the commit, so that a caller can run the mutations on one thread and begin and commit the
 transaction on another (LMDB binds a write transaction's lock to the thread that began it).
 """
 
@@ -20,7 +20,7 @@ import lmdb
 
 from storage.store import Store, WriteTxn
 
-__all__ = ["Mutation", "Outcome", "abandon", "abort_quietly", "apply", "finish", "run_batch"]
+__all__ = ["Mutation", "Outcome", "abort_quietly", "apply", "apply_all", "end_batch", "run_batch"]
 
 Mutation = Callable[[WriteTxn], Any]
 
@@ -61,46 +61,52 @@ def apply(store: Store, parent: WriteTxn, mutation: Mutation) -> Outcome:
     return Outcome(value=value)
 
 
-def finish(store: Store, raw_parent: lmdb.Transaction, outcomes: list[Outcome]) -> list[Outcome]:
-    """Commit the batch's transaction durably and return ``outcomes``; if the commit fails, every outcome carries
-    that error instead, so no caller is told its write succeeded when it did not."""
+def apply_all(store: Store, parent: WriteTxn, mutations: Sequence[Mutation]) -> tuple[list[Outcome], Exception | None]:
+    """:func:`apply` each mutation in order; stops at the first LMDB error that breaks ``parent`` and returns it
+    with the outcomes so far (``parent`` must then be aborted: :func:`end_batch`)."""
+    outcomes: list[Outcome] = []
+    for mutation in mutations:
+        try:
+            outcomes.append(apply(store, parent, mutation))
+        except Exception as exc:
+            return outcomes, exc
+    return outcomes, None
+
+
+def end_batch(store: Store, raw_parent: lmdb.Transaction, outcomes: list[Outcome], broken: Exception | None,
+              count: int) -> list[Outcome]:
+    """End the batch of ``count`` mutations: commit it durably and return ``outcomes``, or, when ``broken`` (or when
+    the commit fails), abort it and return ``count`` outcomes carrying that error, so that no caller is told its
+    write succeeded when it did not."""
     try:
-        raw_parent.commit()
-    except Exception as exc:
+        if broken is None:
+            try:
+                raw_parent.commit()
+                return outcomes
+            except Exception as exc:
+                broken = exc
         abort_quietly(raw_parent)
-        return [Outcome(error=exc) for _ in outcomes]
+        return [Outcome(error=broken) for _ in range(count)]
     finally:
         store.write_ended()
-    return outcomes
-
-
-def abandon(store: Store, raw_parent: lmdb.Transaction, count: int, error: Exception) -> list[Outcome]:
-    """Abort the batch's transaction after ``error`` broke it: ``count`` outcomes, each carrying that error."""
-    abort_quietly(raw_parent)
-    store.write_ended()
-    return [Outcome(error=error) for _ in range(count)]
 
 
 def run_batch(store: Store, mutations: Sequence[Mutation]) -> list[Outcome]:
-    """Apply ``mutations`` in order inside one write transaction and commit it durably (see :func:`finish`).
+    """Apply ``mutations`` in order inside one write transaction and commit it durably (see :func:`end_batch`).
 
     Raises:
-        RuntimeError: a pinned writer holds the store's writes (:meth:`Store.hold_writes`); submit to it instead.
+        RuntimeError: a pinned writer holds the store's writes (:meth:`Store.held_writes`); submit to it instead.
     """
     if store.writes_held:
         raise RuntimeError("the store's writer holds its write lock: submit the write to the writer")
     parent, raw_parent = store.begin_write()
-    outcomes: list[Outcome] = []
     try:
-        for mutation in mutations:
-            outcomes.append(apply(store, parent, mutation))
-    except Exception as exc:
-        return abandon(store, raw_parent, len(mutations), exc)
+        outcomes, broken = apply_all(store, parent, mutations)
     except BaseException:
         abort_quietly(raw_parent)
         store.write_ended()
         raise
-    return finish(store, raw_parent, outcomes)
+    return end_batch(store, raw_parent, outcomes, broken, len(mutations))
 
 
 def abort_quietly(raw: lmdb.Transaction) -> None:
