@@ -17,7 +17,8 @@ from controller.errors import ApiError, FieldError, field_cause, not_found
 from controller.resources.context import Change, WriteContext
 from controller.resources.spec import MISSING, Field, Mode, Resource, Variant
 from controller.roles import check_attributes, normalize_roles
-from storage.store import MAX_KEY_BYTES, UniqueViolation, UnstorableValue
+from storage.keys import MAX_KEY_BYTES, UnstorableValue
+from storage.store import UniqueViolation
 
 __all__ = ["create_row", "delete_row", "new_id", "put_row", "replace_row"]
 

@@ -23,14 +23,11 @@ from typing import Any
 import lmdb
 import msgspec
 
+from storage.keys import check_row_keys, is_storable, to_key
 from storage.ownership import StoreInUse, claim, release
 from storage.shared_memo import SharedMemo
 
-__all__ = ["MAX_KEY_BYTES", "KindLayout", "ReadTxn", "SharedMemo", "Store", "StoreInUse", "UniqueViolation",
-           "UnstorableValue", "WriteTxn"]
-
-# LMDB refuses empty keys and keys (or dupsort values) longer than its compiled-in limit with MDB_BAD_VALSIZE.
-MAX_KEY_BYTES = 511
+__all__ = ["KindLayout", "ReadTxn", "SharedMemo", "Store", "StoreInUse", "UniqueViolation", "WriteTxn"]
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder()
@@ -80,31 +77,12 @@ class UniqueViolation(Exception):
         self.value = value
 
 
-class UnstorableValue(ValueError):
-    """A put would index a value LMDB cannot hold as a key: empty, or over :data:`MAX_KEY_BYTES` encoded."""
-
-    def __init__(self, kind: str, field: str, value: Any) -> None:
-        super().__init__(f"value {value!r} of {kind}.{field} cannot be indexed")
-        self.kind = kind
-        self.field = field
-        self.value = value
-        self.empty = str(value) == ""
-
-
 class _Ended:
     def __getattr__(self, name: str) -> Any:
         raise RuntimeError("the transaction has ended")
 
 
 _ENDED: Any = _Ended()
-
-
-def _key(value: Any) -> bytes:
-    return str(value).encode()
-
-
-def _storable(key: bytes) -> bool:
-    return 0 < len(key) <= MAX_KEY_BYTES
 
 
 class ReadTxn:
@@ -139,8 +117,8 @@ class ReadTxn:
     # nothing, instead of reaching LMDB, which would raise.
 
     def get(self, kind: str, row_id: str) -> dict[str, Any] | None:
-        key = _key(row_id)
-        if not _storable(key):
+        key = to_key(row_id)
+        if not is_storable(key):
             return None
         data = self._txn.get(key, db=self._store.rows_db(kind))
         return None if data is None else decode_row(data)
@@ -150,15 +128,15 @@ class ReadTxn:
         db = self._store.rows_db(kind)
         rows = []
         for row_id in ids:
-            key = _key(row_id)
-            data = self._txn.get(key, db=db) if _storable(key) else None
+            key = to_key(row_id)
+            data = self._txn.get(key, db=db) if is_storable(key) else None
             if data is not None:
                 rows.append(decode_row(data))
         return rows
 
     def exists(self, kind: str, row_id: str) -> bool:
-        key = _key(row_id)
-        return _storable(key) and self._txn.get(key, db=self._store.rows_db(kind)) is not None
+        key = to_key(row_id)
+        return is_storable(key) and self._txn.get(key, db=self._store.rows_db(kind)) is not None
 
     def scan(self, kind: str) -> Iterator[dict[str, Any]]:
         """Every row of the kind, in id byte order (valid only while the transaction is open)."""
@@ -178,8 +156,8 @@ class ReadTxn:
         return int(self._txn.stat(self._store.rows_db(kind))["entries"])
 
     def by_unique(self, kind: str, field: str, value: Any) -> str | None:
-        key = _key(value)
-        if not _storable(key):
+        key = to_key(value)
+        if not is_storable(key):
             return None
         data = self._txn.get(key, db=self._store.index_db("u", kind, field))
         return None if data is None else _text(data)
@@ -200,8 +178,8 @@ class ReadTxn:
         return None if data is None else decode(data)
 
     def _dups(self, db: Any, value: Any) -> list[str]:
-        key = _key(value)
-        if not _storable(key):
+        key = to_key(value)
+        if not is_storable(key):
             return []
         with self._txn.cursor(db=db) as cursor:
             if not cursor.set_key(key):
@@ -217,11 +195,12 @@ class WriteTxn(ReadTxn):
 
         Raises:
             UniqueViolation: a unique field's value is held by another row.
-            UnstorableValue: the id or an indexed value is empty or too long to be a key. Nothing is written.
+            storage.keys.UnstorableValue: the id or an indexed value is empty or too long to be a key; nothing
+                is written.
         """
         layout = self._store.layout(kind)
         row_id = str(row["id"])
-        _check_keys(layout, row)
+        check_row_keys(layout, row)
         if layout.watched:
             self._store.watched_write(self._txn.id())
         old = self.get(kind, row_id)
@@ -234,7 +213,7 @@ class WriteTxn(ReadTxn):
                 raise UniqueViolation(kind, field, value)
         if old is not None:
             self._unindex(layout, old)
-        self._txn.put(_key(row_id), encode(row), db=self._store.rows_db(kind))
+        self._txn.put(to_key(row_id), encode(row), db=self._store.rows_db(kind))
         self._index(layout, row)
 
     def delete(self, kind: str, row_id: str) -> dict[str, Any] | None:
@@ -246,7 +225,7 @@ class WriteTxn(ReadTxn):
         if layout.watched:
             self._store.watched_write(self._txn.id())
         self._unindex(layout, old)
-        self._txn.delete(_key(row_id), db=self._store.rows_db(kind))
+        self._txn.delete(to_key(row_id), db=self._store.rows_db(kind))
         return old
 
     def put_many(self, db: Any, items: list[tuple[bytes, bytes]], *, dupdata: bool) -> int:
@@ -263,44 +242,31 @@ class WriteTxn(ReadTxn):
         self._txn.put(key.encode(), encode(value), db=self._store.meta_db)
 
     def _index(self, layout: KindLayout, row: Mapping[str, Any]) -> None:
-        row_id = _key(row["id"])
+        row_id = to_key(row["id"])
         for field in layout.unique:
             if row.get(field) is not None:
-                self._txn.put(_key(row[field]), row_id, db=self._store.index_db("u", layout.kind, field))
+                self._txn.put(to_key(row[field]), row_id, db=self._store.index_db("u", layout.kind, field))
         for field in layout.sets:
             db = self._store.index_db("s", layout.kind, field)
             for element in set(row.get(field) or ()):
-                self._txn.put(_key(element), row_id, db=db, dupdata=True)
+                self._txn.put(to_key(element), row_id, db=db, dupdata=True)
         for field in layout.refs:
             if row.get(field) is not None:
-                self._txn.put(_key(row[field]), row_id, db=self._store.index_db("f", layout.kind, field), dupdata=True)
+                db = self._store.index_db("f", layout.kind, field)
+                self._txn.put(to_key(row[field]), row_id, db=db, dupdata=True)
 
     def _unindex(self, layout: KindLayout, row: Mapping[str, Any]) -> None:
-        row_id = _key(row["id"])
+        row_id = to_key(row["id"])
         for field in layout.unique:
             if row.get(field) is not None:
-                self._txn.delete(_key(row[field]), db=self._store.index_db("u", layout.kind, field))
+                self._txn.delete(to_key(row[field]), db=self._store.index_db("u", layout.kind, field))
         for field in layout.sets:
             db = self._store.index_db("s", layout.kind, field)
             for element in set(row.get(field) or ()):
-                self._txn.delete(_key(element), row_id, db=db)
+                self._txn.delete(to_key(element), row_id, db=db)
         for field in layout.refs:
             if row.get(field) is not None:
-                self._txn.delete(_key(row[field]), row_id, db=self._store.index_db("f", layout.kind, field))
-
-
-def _check_keys(layout: KindLayout, row: Mapping[str, Any]) -> None:
-    """Refuse a row whose id or indexed values LMDB cannot store, before anything is written."""
-    if not _storable(_key(row["id"])):
-        raise UnstorableValue(layout.kind, "id", row["id"])
-    for field in (*layout.unique, *layout.refs):
-        value = row.get(field)
-        if value is not None and not _storable(_key(value)):
-            raise UnstorableValue(layout.kind, field, value)
-    for field in layout.sets:
-        for element in row.get(field) or ():
-            if not _storable(_key(element)):
-                raise UnstorableValue(layout.kind, field, element)
+                self._txn.delete(to_key(row[field]), row_id, db=self._store.index_db("f", layout.kind, field))
 
 
 class Store:

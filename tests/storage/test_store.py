@@ -10,7 +10,8 @@ from typing import Any
 import lmdb
 import pytest
 
-from storage.store import MAX_KEY_BYTES, KindLayout, Store, StoreInUse, UniqueViolation, UnstorableValue, WriteTxn
+from storage.keys import MAX_KEY_BYTES, UnstorableValue
+from storage.store import KindLayout, Store, StoreInUse, UniqueViolation, WriteTxn
 from storage.writer import Outcome, run_batch
 
 THINGS = KindLayout("things", unique=("name", "code"), sets=("labels",), refs=("ownerId",))
