@@ -16,7 +16,7 @@ from typing import Any
 from controller.resources.context import ReadContext
 from controller.roles import ALL, matches, select_ids
 
-__all__ = ["reachable", "role_field_name", "rows", "selected_ids", "selecting_policy_ids"]
+__all__ = ["reachable", "role_field_name", "row", "rows", "selected_ids", "selecting_policy_ids"]
 
 
 def role_field_name(ctx: ReadContext, policy_kind: str, target: str) -> str:
@@ -38,13 +38,14 @@ def _role_field_name(ctx: ReadContext, policy_kind: str, target: str) -> str:
 
 def rows(ctx: ReadContext, kind: str, ids: Iterable[str]) -> list[dict[str, Any]]:
     """The rows of ``ids`` that exist, in the order given; each decoded once per snapshot (once per change of
-    the access kinds, for rows of those kinds)."""
+    the access kinds, for rows of those kinds). Do not mutate them."""
+    return [found for row_id in ids if (found := row(ctx, kind, row_id)) is not None]
+
+
+def row(ctx: ReadContext, kind: str, row_id: str) -> dict[str, Any] | None:
+    """The row ``row_id`` of ``kind``, or None; remembered as :func:`rows` remembers it. Do not mutate it."""
     remember = ctx.shared_cached if kind in ctx.registry.access_kinds else ctx.cached
-    found = []
-    for row_id in ids:
-        row = remember(("row", kind, row_id), functools.partial(ctx.txn.get, kind, row_id))
-        if row is not None:
-            found.append(row)
+    found: dict[str, Any] | None = remember(("row", kind, row_id), functools.partial(ctx.txn.get, kind, row_id))
     return found
 
 
@@ -66,31 +67,38 @@ def selecting_policy_ids(ctx: ReadContext, policy_kind: str, target: str,
     """Ids of the ``policy_kind`` rows whose role list over ``target`` selects ``entity`` (a row of ``target``).
 
     A role list selects an entity by ``#all``, by its attributes, or by naming it (``@id``, which selects it
-    whatever the semantic). All three are read from the policies alone, so the answer is kept across snapshots
-    (see ``ReadContext.shared_cached``): per attribute combination for the first two, in one map from named id to
-    policies for the third. Entities with the same attributes share one frozenset.
+    whatever the semantic). All three are read from the policies alone, so the answer is kept across snapshots in
+    one :class:`_SelectingIndex` per policy kind and target (see ``ReadContext.shared_cached``): per attribute
+    combination for the first two, in one map from named id to policies for the third. Entities with the same
+    attributes and not named by any policy share one frozenset. Every actor step asks this on a fresh snapshot, so
+    the path is a memo lookup and two dict reads, with nothing allocated.
     """
-    field_name = role_field_name(ctx, policy_kind, target)
+    index: _SelectingIndex = ctx.shared_cached(("selecting-index", policy_kind, target),
+                                               functools.partial(_SelectingIndex, ctx, policy_kind, target))
+    attributes = entity.get("roleAttributes")
+    key = tuple(attributes) if attributes else ()
+    by_attributes = index.by_attributes.get(key)
+    if by_attributes is None:
+        by_attributes = index.by_attributes[key] = _selecting_by_attributes(ctx, policy_kind, index.field_name,
+                                                                           key)
+    named = index.naming.get(str(entity["id"]))
+    return by_attributes | named if named else by_attributes
 
-    def compute() -> frozenset[str]:
-        attributes = tuple(entity.get("roleAttributes") or ())
-        by_attributes: frozenset[str] = ctx.shared_cached(
-            ("selecting-attributes", policy_kind, field_name, attributes),
-            lambda: _selecting_by_attributes(ctx, policy_kind, field_name, attributes))
-        named = _naming(ctx, policy_kind, field_name).get(str(entity["id"]))
-        return by_attributes | named if named else by_attributes
 
-    return ctx.cached(("selecting", policy_kind, target, entity["id"]), compute)
+class _SelectingIndex:
+    """What :func:`selecting_policy_ids` keeps per policy kind and target: the role field's name, the policies
+    selecting each attribute combination seen so far (filled on demand), and entity id → the policies that name
+    it (``@id``). Derived from the policies alone."""
 
+    __slots__ = ("by_attributes", "field_name", "naming")
 
-def _naming(ctx: ReadContext, policy_kind: str, field_name: str) -> dict[str, frozenset[str]]:
-    """Entity id → the policies that name it (``@id``) in ``field_name``."""
-    def compute() -> dict[str, frozenset[str]]:
+    def __init__(self, ctx: ReadContext, policy_kind: str, target: str) -> None:
+        self.field_name = field_name = role_field_name(ctx, policy_kind, target)
         txn = ctx.txn
-        return {element[1:]: frozenset(txn.ids_by_set(policy_kind, field_name, element))
-                for element in txn.set_elements(policy_kind, field_name) if element.startswith("@")}
-
-    return ctx.shared_cached(("naming", policy_kind, field_name), compute)
+        self.naming: dict[str, frozenset[str]] = {
+            element[1:]: frozenset(txn.ids_by_set(policy_kind, field_name, element))
+            for element in txn.set_elements(policy_kind, field_name) if element.startswith("@")}
+        self.by_attributes: dict[tuple[str, ...], frozenset[str]] = {}
 
 
 def _selecting_by_attributes(ctx: ReadContext, policy_kind: str, field_name: str,

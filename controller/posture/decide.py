@@ -14,10 +14,11 @@ from typing import Any
 from actors.messages import CreateSession
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause, not_found
-from controller.policies import reachable
+from controller.policies import reachable, row
 from controller.posture.access import evaluate_access, linking_policies, policy_checks, service_permissions_map
 from controller.posture.evaluate import MFA_GRACE_SECONDS, MfaState, mfa_timeout
 from controller.posture.machine import IdentityState
+from controller.posture.plan import access_plan
 from controller.resources.context import ReadContext
 
 __all__ = ["Outcome", "common_edge_routers", "decide_session", "revaluate", "shares_edge_router", "timer_changes"]
@@ -79,9 +80,13 @@ def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: Identit
     if request.session_type not in {p.get("type") for p in policies}:
         return Outcome(reply=ApiError("COULD_NOT_VALIDATE",
                                       field_cause("ServiceId", "service not found", request.service_id)))
-    decision = evaluate_access(ctx, identity, service, request.session_type, state.posture,
-                               _mfa(state, request.api_session_id), now, evaluate_posture=evaluate_posture)
-    if not decision.granted:
+    mfa = _mfa(state, request.api_session_id)
+    passing, _ = access_plan(ctx, identity, service, request.session_type).passing(
+        state.posture, mfa, now, evaluate_posture=evaluate_posture)
+    if not passing:
+        # Refused: only now build the full report of every check (what the reply and the failure record show).
+        decision = evaluate_access(ctx, identity, service, request.session_type, state.posture, mfa, now,
+                                   evaluate_posture=evaluate_posture)
         failed = [p for p in decision.policies if not p.passing]
         cause = {
             "message": "Failed to pass posture checks for service policies: ["
@@ -97,7 +102,7 @@ def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: Identit
     if not shares_edge_router(ctx, identity, service):
         return Outcome(reply=ApiError("NO_EDGE_ROUTERS_AVAILABLE"))
     row = {"apiSessionId": request.api_session_id, "identityId": identity["id"], "serviceId": service["id"],
-           "type": request.session_type, "token": str(uuid.uuid4()), "servicePolicies": decision.passing_policy_ids,
+           "type": request.session_type, "token": str(uuid.uuid4()), "servicePolicies": passing,
            "tags": dict(request.tags)}
     return Outcome(create=row)
 
@@ -114,15 +119,15 @@ def revaluate(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityStat
         session = txn.get("sessions", session_id)
         if session is None:
             continue
-        service = txn.get("services", session["serviceId"])
+        service = row(ctx, "services", str(session["serviceId"]))
         if service is None:
             continue
-        decision = evaluate_access(ctx, identity, service, str(session["type"]), state.posture,
-                                   _mfa(state, str(session["apiSessionId"])), now,
-                                   evaluate_posture=evaluate_posture)
-        if decision.timed_out:
-            timed_out.add(str(session["apiSessionId"]))
-        if not decision.granted:
+        api_session_id = str(session["apiSessionId"])
+        passing, expired = access_plan(ctx, identity, service, str(session["type"])).passing(
+            state.posture, _mfa(state, api_session_id), now, evaluate_posture=evaluate_posture)
+        if expired:
+            timed_out.add(api_session_id)
+        if not passing:
             revoked.append(session_id)
     return revoked, sorted(timed_out)
 

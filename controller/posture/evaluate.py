@@ -37,6 +37,9 @@ __all__ = [
     "mfa_deadline",
     "mfa_timeout",
     "mfa_timeout_remaining",
+    "process_meets",
+    "prompt_expired",
+    "timeout_seconds",
 ]
 
 MFA_GRACE_SECONDS = 300
@@ -136,12 +139,13 @@ class CheckResult:
     criteria: dict[str, Any] | None = None
 
 
-def _timeout_seconds(check: Mapping[str, Any]) -> int:
+def timeout_seconds(check: Mapping[str, Any]) -> int:
+    """An MFA check's ``timeoutSeconds`` when it is a positive integer, else -1 (no timeout)."""
     value = check.get("timeoutSeconds")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else -1
 
 
-def _prompt_expired(prompt: bool, event_at: float | None, passed_at: float, now: float) -> bool:
+def prompt_expired(prompt: bool, event_at: float | None, passed_at: float, now: float) -> bool:
     """Whether a wake/unlock event has used up its grace period. An event before the last MFA is ignored."""
     return prompt and event_at is not None and event_at >= passed_at and now >= event_at + MFA_GRACE_SECONDS
 
@@ -153,7 +157,7 @@ def _elapsed(now: float, since: float) -> int:
 
 def mfa_timeout(check: Mapping[str, Any]) -> int:
     """The ``timeout`` reported in a client's MFA posture query: ``timeoutSeconds`` if > 0, else -1."""
-    return _timeout_seconds(check)
+    return timeout_seconds(check)
 
 
 def mfa_timeout_remaining(check: Mapping[str, Any], mfa: MfaState | None, now: float, *, legacy: bool = False) -> int:
@@ -166,7 +170,7 @@ def mfa_timeout_remaining(check: Mapping[str, Any], mfa: MfaState | None, now: f
     * otherwise ``max(0, T - floor(seconds since MFA))``, lowered to ``max(0, 300 - floor(seconds since event))``
       for a wake (when ``promptOnWake``) or unlock (when ``promptOnUnlock``) at or after the last MFA.
     """
-    timeout = _timeout_seconds(check)
+    timeout = timeout_seconds(check)
     if timeout < 0:
         return -1
     if mfa is None or mfa.passed_mfa_at is None:
@@ -193,7 +197,7 @@ def mfa_deadline(check: Mapping[str, Any], mfa: MfaState) -> float | None:
     if passed is None:
         return None
     candidates: list[float] = []
-    timeout = _timeout_seconds(check)
+    timeout = timeout_seconds(check)
     if timeout > 0:
         candidates.append(passed + timeout)
     for prompt, event_at in ((check.get("promptOnWake"), mfa.woken_at), (check.get("promptOnUnlock"), mfa.unlocked_at)):
@@ -217,10 +221,10 @@ def _evaluate_mfa(check: Mapping[str, Any], mfa: MfaState | None, now: float) ->
         actual = {"passedMfa": False, "passedOnWake": not wake, "passedOnUnlock": not unlock, "timedOut": True}
         return CheckResult(False, actual, expected, timed_out=False, criteria=criteria)
     passed = mfa.passed_mfa_at
-    timeout = _timeout_seconds(check)
+    timeout = timeout_seconds(check)
     timed_out = mfa.timed_out or (timeout > 0 and now >= passed + timeout)
-    on_wake = not _prompt_expired(wake, mfa.woken_at, passed, now)
-    on_unlock = not _prompt_expired(unlock, mfa.unlocked_at, passed, now)
+    on_wake = not prompt_expired(wake, mfa.woken_at, passed, now)
+    on_unlock = not prompt_expired(unlock, mfa.unlocked_at, passed, now)
     actual = {"passedMfa": True, "passedOnWake": on_wake, "passedOnUnlock": on_unlock, "timedOut": timed_out}
     passing = not timed_out and on_wake and on_unlock
     return CheckResult(passing, actual, expected, timed_out=timed_out, criteria=criteria)
@@ -272,7 +276,7 @@ def _process_actual(record: ProcessRecord | None, *, with_path: bool) -> dict[st
     return actual
 
 
-def _process_meets(record: ProcessRecord | None, hashes: list[str], fingerprints: list[str]) -> bool:
+def process_meets(record: ProcessRecord | None, hashes: list[str], fingerprints: list[str]) -> bool:
     """A running, fresh record whose hash is one of ``hashes`` and some signer one of ``fingerprints``.
 
     An empty list means "any"; comparison ignores case and separators (see ``clean_hex``).
@@ -299,7 +303,7 @@ def _evaluate_process(check: Mapping[str, Any], data: PostureData) -> CheckResul
     # Only the record the client submitted for this very check counts; osType and path are not compared.
     record = data.processes.get(str(check.get("id", "")))
     fingerprints = [expected["signerFingerprint"]] if expected["signerFingerprint"] else []
-    passing = _process_meets(record, expected["hashes"], fingerprints)
+    passing = process_meets(record, expected["hashes"], fingerprints)
     return CheckResult(passing, _process_actual(record, with_path=False), expected)
 
 
@@ -318,7 +322,7 @@ def _evaluate_process_multi(check: Mapping[str, Any], data: PostureData) -> Chec
 
     def meets(spec: dict[str, Any]) -> bool:
         path = spec["path"]
-        return bool(path) and _process_meets(data.process_paths.get(path), spec["hashes"], spec["signerFingerprints"])
+        return bool(path) and process_meets(data.process_paths.get(path), spec["hashes"], spec["signerFingerprints"])
 
     # "OneOf" is the guide's spelling of AnyOf (rows written before aliasing); anything else is the stricter AllOf.
     if check.get("semantic") in ("AnyOf", "OneOf"):
