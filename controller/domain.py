@@ -6,8 +6,7 @@ in the writer's transaction and its recorded changes are published to subscriber
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from controller.clock import Clock
@@ -21,7 +20,7 @@ from controller.resources.spec import Mode, Resource
 from controller.validation import validate_body
 from controller.writer import Writer
 from storage.query import FieldType, Symbol
-from storage.store import Store, WriteTxn
+from storage.store import ReadTxn, Store, WriteTxn
 
 __all__ = ["Domain"]
 
@@ -44,11 +43,9 @@ class Domain:
         """Call ``listener`` with the changes of every committed write (on the Trio thread, after commit)."""
         self._listeners.append(listener)
 
-    @contextmanager
-    def read(self) -> Iterator[ReadContext]:
-        """A read snapshot; never hold it across an ``await``."""
-        with self.store.read() as txn:
-            yield ReadContext(txn, self.registry, self.clock.now(), shared=txn.shared_memo())
+    def read(self) -> _Reading:
+        """A read snapshot (``with domain.read() as ctx``); never hold it across an ``await``."""
+        return _Reading(self)
 
     async def write(self, fn: Callable[[WriteContext], T]) -> T:
         """Run ``fn`` in the next group commit and return its result once it is durable."""
@@ -161,3 +158,23 @@ def _normalized(resource: Resource, body: dict[str, Any], mode: Mode) -> dict[st
         return body
     return resource.hooks.normalize(dict(body), mode)
 
+
+class _Reading:
+    """What :meth:`Domain.read` returns; a class, not a generator-based context manager, for the reason given on
+    :class:`storage.store.Reading` (every actor step and request opens one)."""
+
+    __slots__ = ("_domain", "_reader")
+
+    def __init__(self, domain: Domain) -> None:
+        self._domain = domain
+        self._reader: ReadTxn | None = None
+
+    def __enter__(self) -> ReadContext:
+        domain = self._domain
+        txn = self._reader = ReadTxn(domain.store, domain.store.env.begin(write=False))
+        return ReadContext(txn, domain.registry, domain.clock.now(), shared=txn.shared_memo())
+
+    def __exit__(self, *exc: object) -> None:
+        reader, self._reader = self._reader, None
+        assert reader is not None
+        reader.end()

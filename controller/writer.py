@@ -92,8 +92,14 @@ class Writer:
 
     async def submit(self, mutation: Callable[[WriteTxn], T]) -> T:
         """Run ``mutation`` in the next batch and return its result once committed; re-raise what it raised."""
+        await trio.lowlevel.checkpoint_if_cancelled()  # a caller already cancelled queues nothing
         request = _Request(mutation)
-        await self._send.send(request)
+        try:
+            # Queued without a yield when there is room: the wait below is this call's checkpoint, and a second
+            # trip through the scheduler per write showed up as a cost in every actor step.
+            self._send.send_nowait(request)
+        except trio.WouldBlock:
+            await self._send.send(request)  # the queue is full: wait for room (backpressure)
         await request.done.wait()
         assert request.outcome is not None
         result: T = request.outcome.unwrap()

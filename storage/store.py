@@ -27,7 +27,7 @@ from storage.keys import check_row_keys, is_storable, to_key
 from storage.ownership import StoreInUse, claim, release
 from storage.shared_memo import SharedMemo
 
-__all__ = ["KindLayout", "ReadTxn", "SharedMemo", "Store", "StoreInUse", "UniqueViolation", "WriteTxn"]
+__all__ = ["KindLayout", "ReadTxn", "Reading", "SharedMemo", "Store", "StoreInUse", "UniqueViolation", "WriteTxn"]
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder()
@@ -96,6 +96,14 @@ class ReadTxn:
     def release(self) -> None:
         """Forget the ended transaction; any later use raises instead of reading a stale snapshot."""
         self._txn = _ENDED
+
+    def end(self) -> None:
+        """End a read snapshot: close its scans' cursors, abort it and release it."""
+        self.close_cursors()
+        self._txn.abort()
+        # py-lmdb keeps a read transaction's reader slot while the Transaction object lives, even after abort; a
+        # suspended scan or a lingering context must not pin it, so drop our reference now.
+        self.release()
 
     def shared_memo(self) -> dict[Any, Any] | None:
         """The memo of answers derived from the watched kinds that this snapshot may read and fill, or None when
@@ -185,6 +193,27 @@ class ReadTxn:
             if not cursor.set_key(key):
                 return []
             return [_text(v) for v in cursor.iternext_dup()]
+
+
+class Reading:
+    """The context manager :meth:`Store.read` returns: opens the snapshot on entry, ends it on exit. A class rather
+    than a generator-based context manager: every actor step opens one, and the generator machinery cost as much as
+    the LMDB transaction itself."""
+
+    __slots__ = ("_reader", "_store")
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._reader: ReadTxn | None = None
+
+    def __enter__(self) -> ReadTxn:
+        self._reader = ReadTxn(self._store, self._store.env.begin(write=False))
+        return self._reader
+
+    def __exit__(self, *exc: object) -> None:
+        reader, self._reader = self._reader, None
+        assert reader is not None
+        reader.end()
 
 
 class WriteTxn(ReadTxn):
@@ -347,19 +376,10 @@ class Store:
     def index_db(self, prefix: str, kind: str, field: str) -> Any:
         return self._dbs[f"{prefix}/{kind}/{field}"]
 
-    @contextmanager
-    def read(self) -> Iterator[ReadTxn]:
-        """A read transaction over one consistent snapshot; cheap enough to open per request."""
-        txn = self.env.begin(write=False)
-        reader = ReadTxn(self, txn)
-        try:
-            yield reader
-        finally:
-            reader.close_cursors()
-            txn.abort()
-            # py-lmdb keeps a read transaction's reader slot while the Transaction object lives, even after
-            # abort; a suspended scan or a lingering context must not pin it, so drop our reference now.
-            reader.release()
+    def read(self) -> Reading:
+        """A read transaction over one consistent snapshot (``with store.read() as txn``); cheap enough to open per
+        request and per actor step."""
+        return Reading(self)
 
     def begin_write(self, parent: WriteTxn | None = None) -> tuple[WriteTxn, lmdb.Transaction]:
         """Open a write transaction (nested under ``parent`` when given). Only the writer calls this."""
