@@ -171,7 +171,7 @@ class _Reading:
 
     def __enter__(self) -> ReadContext:
         domain = self._domain
-        txn = self._reader = ReadTxn(domain.store, domain.store.env.begin(write=False))
+        txn = self._reader = domain.store.begin_read()
         return ReadContext(txn, domain.registry, domain.clock.now(), shared=txn.shared_memo())
 
     def __exit__(self, *exc: object) -> None:

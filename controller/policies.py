@@ -71,7 +71,7 @@ def selecting_policy_ids(ctx: ReadContext, policy_kind: str, target: str,
     one :class:`_SelectingIndex` per policy kind and target (see ``ReadContext.shared_cached``): per attribute
     combination for the first two, in one map from named id to policies for the third. Entities with the same
     attributes and not named by any policy share one frozenset. Every actor step asks this on a fresh snapshot, so
-    the path is a memo lookup and two dict reads, with nothing allocated.
+    the path is a memo lookup, the attribute tuple and two dict reads.
     """
     index: _SelectingIndex = ctx.shared_cached(("selecting-index", policy_kind, target),
                                                functools.partial(_SelectingIndex, ctx, policy_kind, target))

@@ -207,7 +207,7 @@ class Reading:
         self._reader: ReadTxn | None = None
 
     def __enter__(self) -> ReadTxn:
-        self._reader = ReadTxn(self._store, self._store.env.begin(write=False))
+        self._reader = self._store.begin_read()
         return self._reader
 
     def __exit__(self, *exc: object) -> None:
@@ -375,6 +375,10 @@ class Store:
 
     def index_db(self, prefix: str, kind: str, field: str) -> Any:
         return self._dbs[f"{prefix}/{kind}/{field}"]
+
+    def begin_read(self) -> ReadTxn:
+        """Open a read snapshot; the caller ends it with :meth:`ReadTxn.end`. Prefer ``with store.read()``."""
+        return ReadTxn(self, self.env.begin(write=False))
 
     def read(self) -> Reading:
         """A read transaction over one consistent snapshot (``with store.read() as txn``); cheap enough to open per

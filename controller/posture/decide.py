@@ -101,10 +101,10 @@ def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: Identit
         return Outcome(reply=ApiError("INVALID_POSTURE", cause), failure=failure)
     if not shares_edge_router(ctx, identity, service):
         return Outcome(reply=ApiError("NO_EDGE_ROUTERS_AVAILABLE"))
-    row = {"apiSessionId": request.api_session_id, "identityId": identity["id"], "serviceId": service["id"],
-           "type": request.session_type, "token": str(uuid.uuid4()), "servicePolicies": passing,
-           "tags": dict(request.tags)}
-    return Outcome(create=row)
+    created = {"apiSessionId": request.api_session_id, "identityId": identity["id"], "serviceId": service["id"],
+               "type": request.session_type, "token": str(uuid.uuid4()), "servicePolicies": passing,
+               "tags": dict(request.tags)}
+    return Outcome(create=created)
 
 
 def revaluate(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityState,

@@ -39,7 +39,6 @@ __all__ = [
     "mfa_timeout_remaining",
     "process_meets",
     "prompt_expired",
-    "timeout_seconds",
 ]
 
 MFA_GRACE_SECONDS = 300
@@ -139,8 +138,7 @@ class CheckResult:
     criteria: dict[str, Any] | None = None
 
 
-def timeout_seconds(check: Mapping[str, Any]) -> int:
-    """An MFA check's ``timeoutSeconds`` when it is a positive integer, else -1 (no timeout)."""
+def _timeout_seconds(check: Mapping[str, Any]) -> int:
     value = check.get("timeoutSeconds")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else -1
 
@@ -157,7 +155,7 @@ def _elapsed(now: float, since: float) -> int:
 
 def mfa_timeout(check: Mapping[str, Any]) -> int:
     """The ``timeout`` reported in a client's MFA posture query: ``timeoutSeconds`` if > 0, else -1."""
-    return timeout_seconds(check)
+    return _timeout_seconds(check)
 
 
 def mfa_timeout_remaining(check: Mapping[str, Any], mfa: MfaState | None, now: float, *, legacy: bool = False) -> int:
@@ -170,7 +168,7 @@ def mfa_timeout_remaining(check: Mapping[str, Any], mfa: MfaState | None, now: f
     * otherwise ``max(0, T - floor(seconds since MFA))``, lowered to ``max(0, 300 - floor(seconds since event))``
       for a wake (when ``promptOnWake``) or unlock (when ``promptOnUnlock``) at or after the last MFA.
     """
-    timeout = timeout_seconds(check)
+    timeout = _timeout_seconds(check)
     if timeout < 0:
         return -1
     if mfa is None or mfa.passed_mfa_at is None:
@@ -197,7 +195,7 @@ def mfa_deadline(check: Mapping[str, Any], mfa: MfaState) -> float | None:
     if passed is None:
         return None
     candidates: list[float] = []
-    timeout = timeout_seconds(check)
+    timeout = _timeout_seconds(check)
     if timeout > 0:
         candidates.append(passed + timeout)
     for prompt, event_at in ((check.get("promptOnWake"), mfa.woken_at), (check.get("promptOnUnlock"), mfa.unlocked_at)):
@@ -221,7 +219,7 @@ def _evaluate_mfa(check: Mapping[str, Any], mfa: MfaState | None, now: float) ->
         actual = {"passedMfa": False, "passedOnWake": not wake, "passedOnUnlock": not unlock, "timedOut": True}
         return CheckResult(False, actual, expected, timed_out=False, criteria=criteria)
     passed = mfa.passed_mfa_at
-    timeout = timeout_seconds(check)
+    timeout = _timeout_seconds(check)
     timed_out = mfa.timed_out or (timeout > 0 and now >= passed + timeout)
     on_wake = not prompt_expired(wake, mfa.woken_at, passed, now)
     on_unlock = not prompt_expired(unlock, mfa.unlocked_at, passed, now)

@@ -17,13 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from controller.posture.evaluate import (
-    MfaState,
-    PostureData,
-    process_meets,
-    prompt_expired,
-    timeout_seconds,
-)
+from controller.posture.evaluate import MfaState, PostureData, mfa_timeout, process_meets, prompt_expired
 from controller.posture.normalize import canonical_mac
 from controller.posture.versions import version_matches
 
@@ -38,21 +32,10 @@ Verdict = Callable[[PostureData, MfaState | None, float], int]
 
 
 def compile_check(check: Mapping[str, Any]) -> Verdict:
-    """The verdict function of the stored check row ``check`` (which must not change afterwards)."""
-    match check.get("typeId"):
-        case "MFA":
-            return _mfa(check)
-        case "OS":
-            return _os(check)
-        case "MAC":
-            return _mac(check)
-        case "DOMAIN":
-            return _domain(check)
-        case "PROCESS":
-            return _process(check)
-        case "PROCESS_MULTI":
-            return _process_multi(check)
-    return _never
+    """The verdict function of the stored check row ``check`` (which must not change afterwards). An unknown type
+    always fails, as in ``evaluate_check``."""
+    compiler = _COMPILERS.get(check.get("typeId"))
+    return compiler(check) if compiler is not None else _never
 
 
 def _never(data: PostureData, mfa: MfaState | None, now: float) -> int:
@@ -60,7 +43,7 @@ def _never(data: PostureData, mfa: MfaState | None, now: float) -> int:
 
 
 def _mfa(check: Mapping[str, Any]) -> Verdict:
-    timeout = timeout_seconds(check)
+    timeout = mfa_timeout(check)  # -1 when the check has none
     wake, unlock = bool(check.get("promptOnWake")), bool(check.get("promptOnUnlock"))
 
     def verdict(data: PostureData, mfa: MfaState | None, now: float) -> int:
@@ -138,3 +121,8 @@ def _process_multi(check: Mapping[str, Any]) -> Verdict:
         return PASS if passing else FAIL
 
     return verdict
+
+
+_COMPILERS: dict[Any, Callable[[Mapping[str, Any]], Verdict]] = {
+    "MFA": _mfa, "OS": _os, "MAC": _mac, "DOMAIN": _domain, "PROCESS": _process, "PROCESS_MULTI": _process_multi,
+}

@@ -23,7 +23,8 @@ from controller.posture.evaluate import (
     ProcessRecord,
     evaluate_check,
 )
-from controller.posture.verdict import FAIL, PASS, TIMED_OUT, compile_check
+from controller.posture.plan import AccessPlan
+from controller.posture.verdict import FAIL, PASS, TIMED_OUT, Verdict, compile_check
 
 T0 = 1_700_000_000.0
 HASHES = ["aa" * 32, "AA" * 32, "bb" * 32, "aa:" * 31 + "aa"]
@@ -117,7 +118,7 @@ def test_verdict_matches_full_evaluation(type_id: str) -> None:
                         else {PASS, FAIL})
 
 
-def _counting(result: int, calls: list[str], name: str) -> Any:
+def _counting(result: int, calls: list[str], name: str) -> Verdict:
     def verdict(data: PostureData, mfa: MfaState | None, now: float) -> int:
         calls.append(name)
         return result
@@ -125,8 +126,6 @@ def _counting(result: int, calls: list[str], name: str) -> Any:
 
 
 def test_plan_evaluates_shared_checks_once_and_reports_timeouts_of_every_policy() -> None:
-    from controller.posture.plan import AccessPlan
-
     calls: list[str] = []
     mfa_expired, os_ok = _counting(TIMED_OUT, calls, "mfa"), _counting(PASS, calls, "os")
     plan = AccessPlan(("p1", "p2", "p3"), ((("os", os_ok),), (("os", os_ok), ("mfa", mfa_expired)), ()))
