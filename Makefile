@@ -20,7 +20,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --maxprocesses=4
 
 # wrk is the HTTP load generator of the http and sessions scenarios (Debian/Ubuntu package; root or sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import os
 import secrets
@@ -335,9 +336,17 @@ def _key_pem(key: _CaKey) -> bytes:
 
 def _load_key(path: Path) -> PrivateKeyTypes:
     try:
-        return serialization.load_pem_private_key(path.read_bytes(), password=None)
+        return _parse_key(path.read_bytes())
     except (OSError, ValueError, TypeError) as exc:
         raise PkiError(f"cannot load private key {path}: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_key(pem: bytes) -> PrivateKeyTypes:
+    """The key ``pem`` holds, fully validated. Validating an RSA key costs ~40 ms here, and a start loads the server
+    key twice (checking it, then for signing): the same bytes always make the same immutable key, so each distinct
+    PEM is parsed once per process. The check is never skipped: a signing key that fails it could leak itself."""
+    return serialization.load_pem_private_key(pem, password=None)
 
 
 def _load_cert(path: Path) -> x509.Certificate:

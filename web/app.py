@@ -18,6 +18,7 @@ from controller.errors import ApiError
 from controller.root import VERSION, Controller
 from web.crud import Routes, register_resource_routes
 from web.errors import install_error_handlers, render_error
+from web.rules import LazyBuilderRule
 
 __all__ = ["CLIENT_BASE", "MANAGEMENT_BASE", "create_app"]
 
@@ -34,6 +35,7 @@ def create_app(controller: Controller) -> QuartTrio:
     from web import auth_routes, client_routes, identity_routes, info_routes, mfa_routes, posture_routes
 
     app = QuartTrio("tollgate")
+    app.url_rule_class = LazyBuilderRule
     app.config["MAX_CONTENT_LENGTH"] = controller.settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.json.sort_keys = False  # type: ignore[attr-defined]

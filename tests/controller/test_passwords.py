@@ -103,6 +103,11 @@ def _with(index: int, value: str) -> str:
         _with(5, base64.b64encode(b"\x00" * 32).decode() + "\n"),
         "scrypt$16$8$1$é$é",
     ],
+    # Salts are random: name the cases, so that every run (and every xdist worker) collects the same ids.
+    ids=["empty", "plaintext", "scheme-only", "empty-parts", "no-key", "extra-part", "other-scheme", "n-15", "n-1",
+         "n-0", "n-negative", "n-plus-sign", "n-leading-zero", "n-absurd", "r-0", "r-not-number", "p-0", "p-1000",
+         "salt-not-base64", "salt-empty", "salt-short", "key-short", "key-not-base64", "key-trailing-newline",
+         "non-ascii"],
 )
 def test_malformed_stored_values(stored: str) -> None:
     assert verify_password("pw", stored) is False
