@@ -119,14 +119,9 @@ def run(quick: bool = False) -> ScenarioResult:
 
 def _bracketed(name: str, goal: str, samples: dict[tuple[str, str], list[LoadResult]], attr: str,
                meets: Callable[[float], bool], unit: str) -> Target:
-    """T1 against the hello measured just before and just after it in each round (two hello samples per round):
-    the median of the per-round ratios; value and baseline are the medians of the subject and of the bracket
-    means."""
-    values = [getattr(s, attr) for s in samples[T1_KEY]]
-    hellos = [getattr(s, attr) for s in samples[("hello", "hello")]]
-    brackets = [(hellos[2 * r] + hellos[2 * r + 1]) / 2 for r in range(len(values))]
-    ratio = median(v / b for v, b in zip(values, brackets, strict=True))
-    return Target(name, goal, not math.isnan(ratio) and meets(ratio), median(values), median(brackets), ratio, unit)
+    """T1 against the hello measured just before and just after it in each round (two hello samples per round)."""
+    return Target.bracketed(name, goal, [getattr(s, attr) for s in samples[T1_KEY]],
+                            [getattr(s, attr) for s in samples[("hello", "hello")]], meets, unit)
 
 
 def _asdict(outcome: LoadResult) -> dict[str, Any]:

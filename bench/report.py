@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench.stats import median
 
 __all__ = ["ScenarioResult", "Target", "format_table", "ratio"]
 
@@ -57,6 +59,23 @@ class Target:
         """Met when ``value <= factor * baseline``."""
         r = ratio(value, baseline)
         return cls(name, goal, not math.isnan(r) and r <= factor, value, baseline, r, unit)
+
+    @classmethod
+    def bracketed(cls, name: str, goal: str, values: Sequence[float], baselines: Sequence[float],
+                  meets: Callable[[float], bool], unit: str) -> Target:
+        """A subject measured once per round between two runs of its baseline (``baselines`` holds two per round,
+        before and after): the median of the per-round ratios of the subject to the mean of its bracket. Linear
+        drift of the machine's speed within a round cancels out; value and baseline are the medians of the
+        subject and of the bracket means.
+
+        Raises:
+            ValueError: ``baselines`` does not hold exactly two runs per value.
+        """
+        if len(baselines) != 2 * len(values):
+            raise ValueError(f"{name}: {len(baselines)} baseline runs for {len(values)} rounds, expected two each")
+        brackets = [(baselines[2 * r] + baselines[2 * r + 1]) / 2 for r in range(len(values))]
+        r = median(ratio(v, b) for v, b in zip(values, brackets, strict=True))
+        return cls(name, goal, not math.isnan(r) and meets(r), median(values), median(brackets), r, unit)
 
     @classmethod
     def bound(cls, name: str, goal: str, value: float, limit: float, unit: str, *, below: bool = True) -> Target:

@@ -8,7 +8,10 @@ posture (``POST /posture-response-bulk``), as a real client does after login.
 
 Every ``POST /edge/client/v1/sessions`` of a run asks for a (client, service) pair not asked before, so each is a
 real decision (policies, posture, routers) ending in a durable session row, never the idempotent shortcut. Rounds
-interleave every measurement on every server; figures are medians over rounds.
+interleave every measurement on every server; figures are medians over rounds. T8's baseline (evaluation off) runs
+just before and just after its subject in each round, and T8 is the median of the per-round ratios to that bracket,
+as T1 is in the http scenario: the machine's speed drifts within a round (T8 swung from 0.93 to 1.27 between
+runs when each round measured off, then on).
 
 Targets: T7 (decisions/s at the large model >= 50 % of ``GET /current-identity`` req/s on the same server; the
 service list's median latency grows by at most 2x from medium to large) and T8 (no posture check defined: decisions/s
@@ -115,7 +118,9 @@ def run(quick: bool = False) -> ScenarioResult:
                     measure(name, "POST /sessions", pairs[name].take(per_run), r)
                     measure(name, "GET /services",
                             [Request.make("GET", f"{CLIENT}/services", t) for t in tokens[name]], r)
-                for name in ("bare-off", "bare-on"):
+                # T8's baseline brackets its subject: the machine's speed drifts within a round, and a fixed
+                # order (off, then on) would charge the drift to one side.
+                for name in ("bare-off", "bare-on", "bare-off"):
                     measure(name, "POST /sessions", pairs[name].take(per_run), r)
         _summarize(result, samples)
     finally:
@@ -146,8 +151,9 @@ def _summarize(result: ScenarioResult, samples: dict[tuple[str, str], list[LoadR
     result.targets.append(Target.at_most(
         "T7.services", "GET /services median latency, large <= 2x medium", med("large", "GET /services", "p50_ms"),
         med("medium", "GET /services", "p50_ms"), 2.0, "ms"))
-    result.targets.append(Target.at_least(
-        "T8", "no posture checks: decisions/s >= 95% of posture evaluation off",
-        med("bare-on", "POST /sessions", "rps"), med("bare-off", "POST /sessions", "rps"), 0.95, "req/s"))
+    result.targets.append(Target.bracketed(
+        "T8", "no posture checks: decisions/s >= 95% of posture evaluation off (measured just before and after)",
+        [s.rps for s in samples[("bare-on", "POST /sessions")]],
+        [s.rps for s in samples[("bare-off", "POST /sessions")]], lambda r: r >= 0.95, "req/s"))
     result.notes.append("every POST /sessions asks for a new (client, service) pair: a full decision and one "
                         "durable session row each; 1,000 driven clients on each model, 16 keep-alive connections")
