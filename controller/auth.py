@@ -25,6 +25,7 @@ from controller.clock import format_time, parse_time
 from controller.crud import create_row, delete_row
 from controller.domain import Domain
 from controller.errors import ApiError
+from controller.lockout import FailedLogins
 from controller.resources.context import WriteContext
 from controller.resources.identities import identity_disabled
 
@@ -93,6 +94,8 @@ class ApiSessions:
         self.timeout = timeout
         self._hash_in_thread = hash_in_thread
         self._hash_limiter = trio.CapacityLimiter(max_concurrent_hashes)
+        # Consecutive wrong passwords per authenticator, for the auth policies' lockout (controller/login.py).
+        self.failed_logins = FailedLogins()
         self._hashing = 0
         self._hashing_peak = 0
         self._by_token: dict[str, LiveSession] = {}

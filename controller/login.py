@@ -1,4 +1,5 @@
-"""Password login (body checks, the updb authenticator, the auth policy) and the identity's disabled state.
+"""Password login (body checks, the updb authenticator, the auth policy and its lockout) and the identity's disabled
+state.
 
 Disabled is a time window on the identity row (``disabledAt``, ``disabledUntil``) read at every login, so a timed
 disable lapses by itself without any task; disabling also ends the identity's API sessions at once.
@@ -6,13 +7,15 @@ disable lapses by itself without any task; disabling also ends the identity's AP
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from actors.messages import ApiSessionStarted
 from controller.clock import format_time
 from controller.crud import put_row
 from controller.errors import ApiError, field_cause, not_found
+from controller.lockout import lockout_minutes
 from controller.resources.context import WriteContext
 from controller.resources.identities import identity_disabled
 from controller.resources.spec import Mode
@@ -20,6 +23,8 @@ from controller.validation import SchemaCheck
 from storage.store import ReadTxn
 
 __all__ = ["DISABLE_SCHEMA", "disable_identity", "enable_identity", "login_password"]
+
+log = logging.getLogger("tollgate.auth")
 
 _LIMITS = {"username": (4, 100), "password": (5, 100)}
 
@@ -53,12 +58,15 @@ async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
         policy = txn.get("auth-policies", identity.get("authPolicyId") or "default") if identity else None
     stored_hash = authenticator.get("_passwordHash") if authenticator else None
     if not await controller.sessions.verify_password(password, stored_hash):
+        if authenticator is not None and identity is not None:
+            await _count_failure(controller, str(authenticator["id"]), identity, policy)
         raise ApiError("INVALID_AUTH")
     assert authenticator is not None
     if identity is None or identity_disabled(identity, format_time(controller.clock.now())):
         raise ApiError("INVALID_AUTH")
     if policy is not None and not policy.get("primary", {}).get("updb", {}).get("allowed", True):
         raise ApiError("INVALID_AUTH")
+    controller.sessions.failed_logins.clear(authenticator["id"])
     extra = {k: body[k] for k in ("envInfo", "sdkInfo") if isinstance(body.get(k), dict)}
     if isinstance(body.get("configTypes"), list):
         with controller.store.read() as txn:
@@ -70,6 +78,22 @@ async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
                                                            mfa_required=mfa_required)
     controller.engine.post(identity["id"], ApiSessionStarted(row["id"], extra.get("sdkInfo") or {}))
     return row
+
+
+async def _count_failure(controller: Any, authenticator_id: str, identity: Mapping[str, Any],
+                         policy: Mapping[str, Any] | None) -> None:
+    """A wrong password for an existing authenticator: count it, and lock the identity out when the auth policy's
+    ``maxAttempts`` is exceeded (``controller/lockout.py``)."""
+    failures = controller.sessions.failed_logins.failed(authenticator_id)
+    minutes = lockout_minutes(policy, failures)
+    if minutes is None or identity.get("isDefaultAdmin"):
+        return
+    controller.sessions.failed_logins.clear(authenticator_id)
+    if identity_disabled(identity, format_time(controller.clock.now())):
+        return  # already disabled: a lockout must not shorten or lengthen what an admin or earlier lockout set
+    await _disable(controller, str(identity["id"]), minutes)
+    log.warning("identity locked out", extra={"identityId": identity["id"], "failedAttempts": failures,
+                                              "lockoutMinutes": minutes})
 
 
 def _config_type_ids(txn: ReadTxn, requested: Iterable[Any]) -> list[str]:
@@ -101,7 +125,11 @@ async def disable_identity(controller: Any, identity_id: str, body: Any) -> None
     if body is None:
         raise ApiError("COULD_NOT_VALIDATE", field_cause("disable", "disable in body is required", None))
     _disable_check.validate(body)
-    minutes = int(body["durationMinutes"])
+    await _disable(controller, identity_id, int(body["durationMinutes"]))
+
+
+async def _disable(controller: Any, identity_id: str, minutes: int) -> None:
+    """Disable from now for ``minutes`` (0 or less: indefinitely) and end the identity's API sessions."""
     resource = controller.registry["identities"]
 
     def write(ctx: WriteContext) -> None:
