@@ -89,11 +89,9 @@ async def _count_failure(controller: Any, authenticator_id: str, identity: Mappi
     if minutes is None or identity.get("isDefaultAdmin"):
         return
     controller.sessions.failed_logins.clear(authenticator_id)
-    if identity_disabled(identity, format_time(controller.clock.now())):
-        return  # already disabled: a lockout must not shorten or lengthen what an admin or earlier lockout set
-    await _disable(controller, str(identity["id"]), minutes)
-    log.warning("identity locked out", extra={"identityId": identity["id"], "failedAttempts": failures,
-                                              "lockoutMinutes": minutes})
+    if await _disable(controller, str(identity["id"]), minutes, lockout=True):
+        log.warning("identity locked out", extra={"identityId": identity["id"], "failedAttempts": failures,
+                                                  "lockoutMinutes": minutes})
 
 
 def _config_type_ids(txn: ReadTxn, requested: Iterable[Any]) -> list[str]:
@@ -128,12 +126,20 @@ async def disable_identity(controller: Any, identity_id: str, body: Any) -> None
     await _disable(controller, identity_id, int(body["durationMinutes"]))
 
 
-async def _disable(controller: Any, identity_id: str, minutes: int) -> None:
-    """Disable from now for ``minutes`` (0 or less: indefinitely) and end the identity's API sessions."""
+async def _disable(controller: Any, identity_id: str, minutes: int, *, lockout: bool = False) -> bool:
+    """Disable from now for ``minutes`` (0 or less: indefinitely) and end the identity's API sessions.
+
+    A ``lockout`` (a login's wrong password, ``controller/lockout.py``) decides on the row as it is when the write
+    runs, and does nothing to an identity deleted since the login read it, to the default admin, or to one
+    already disabled (it must not shorten or lengthen what an admin or an earlier lockout set); returns whether it
+    disabled. An admin's disable raises instead: 404 for an unknown id, 400 for the default admin.
+    """
     resource = controller.registry["identities"]
 
-    def write(ctx: WriteContext) -> None:
+    def write(ctx: WriteContext) -> bool:
         old = ctx.txn.get("identities", identity_id)
+        if lockout and (old is None or old.get("isDefaultAdmin") or identity_disabled(old, format_time(ctx.now))):
+            return False
         if old is None:
             raise not_found(resource.singular, identity_id)
         if old.get("isDefaultAdmin"):
@@ -143,9 +149,12 @@ async def _disable(controller: Any, identity_id: str, minutes: int) -> None:
         until = format_time(ctx.now + min(minutes, 10**9) * 60) if minutes > 0 else None
         row = {**old, "disabledAt": format_time(ctx.now), "disabledUntil": until, "updatedAt": format_time(ctx.now)}
         put_row(ctx, resource, row, old, Mode.PATCH)
+        return True
 
-    await controller.domain.write(write)
-    await controller.sessions.end_for_identity(identity_id)
+    disabled: bool = await controller.domain.write(write)
+    if disabled:
+        await controller.sessions.end_for_identity(identity_id)
+    return disabled
 
 
 async def enable_identity(controller: Any, identity_id: str) -> None:

@@ -163,3 +163,21 @@ def test_lockout_rules() -> None:
     assert [failures.failed("a"), failures.failed("a"), failures.failed("b")] == [1, 2, 1]
     failures.clear("a")
     assert (failures.count("a"), failures.count("b"), failures.failed("a")) == (0, 1, 1)
+
+
+async def test_an_identity_deleted_during_the_failing_login_still_gets_401(admin: Api,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    controller = admin.controller
+    assert controller is not None
+    identity_id, _ = await _user_under(admin, "tomas", max_attempts=1, minutes=5)
+    assert await _login(admin, "tomas", "wrong-password") == 401
+    verify = controller.sessions.verify_password
+
+    async def deleting_verify(password: str, stored: str | None) -> bool:
+        # The identity goes while its password is being checked: the lockout finds nothing to disable.
+        assert (await admin.delete(f"/identities/{identity_id}")).status == 200
+        return await verify(password, stored)
+
+    monkeypatch.setattr(controller.sessions, "verify_password", deleting_verify)
+    assert await _login(admin, "tomas", "wrong-password") == 401
+    assert (await admin.get(f"/identities/{identity_id}")).status == 404
