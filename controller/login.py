@@ -86,7 +86,7 @@ async def _count_failure(controller: Any, authenticator_id: str, identity: Mappi
     ``maxAttempts`` is exceeded (``controller/lockout.py``)."""
     failures = controller.sessions.failed_logins.failed(authenticator_id)
     minutes = lockout_minutes(policy, failures)
-    if minutes is None or identity.get("isDefaultAdmin"):
+    if minutes is None:
         return
     controller.sessions.failed_logins.clear(authenticator_id)
     if await _disable(controller, str(identity["id"]), minutes, lockout=True):
