@@ -170,25 +170,19 @@ def _copies(templates: _Templates, identity_id: str, name: str, passed_at: float
 async def _bulk_store(controller: Controller, rows: dict[str, list[dict[str, Any]]]) -> None:
     """Store new rows and their index entries in one durable write, one ``putmulti`` per database.
 
-    The entries are exactly those :meth:`storage.store.WriteTxn.put` makes for a new row (row by id; unique, set
-    and ref indexes from the kind's layout), without its per-row reads: every id is new by construction, and a
-    unique value that is already taken makes the whole transaction fail instead of overwriting it.
+    The entries are exactly those :meth:`storage.store.WriteTxn.put` makes for a new row (the row by id, and its
+    keys in every index of the kind: ``Store.indexes``), without its per-row reads: every id is new by
+    construction, and a unique value that is already taken makes the whole transaction fail instead of overwriting
+    it.
     """
     store = controller.store
     entries: list[tuple[Any, bool, list[tuple[bytes, bytes]]]] = []
     for kind, kind_rows in rows.items():
-        layout = store.layout(kind)
         ids = [str(row["id"]).encode() for row in kind_rows]
         entries.append((store.rows_db(kind), False, [(i, encode(row)) for i, row in zip(ids, kind_rows, strict=True)]))
-        for prefix, names in (("u", layout.unique), ("f", layout.refs)):
-            for name in names:
-                entries.append((store.index_db(prefix, kind, name), prefix == "f",
-                                [(str(row[name]).encode(), i) for i, row in zip(ids, kind_rows, strict=True)
-                                 if row.get(name) is not None]))
-        for name in layout.sets:
-            entries.append((store.index_db("s", kind, name), True,
-                            [(str(element).encode(), i) for i, row in zip(ids, kind_rows, strict=True)
-                             for element in set(row.get(name) or ())]))
+        for index, db in store.indexes(kind):
+            entries.append((db, not index.unique, [(key, i) for i, row in zip(ids, kind_rows, strict=True)
+                                                   for key in index.keys(row)]))
 
     def mutation(txn: WriteTxn) -> None:
         for db, dupsort, items in entries:

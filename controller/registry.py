@@ -63,6 +63,7 @@ class Registry:
                 unique=tuple(f.name for f in fields if f.unique),
                 sets=tuple(f.name for f in fields if f.indexed_set or f.roles),
                 refs=tuple(f.name for f in fields if f.ref),
+                composites=resource.indexes,
                 watched=resource.shapes_access,
             ))
         return layouts

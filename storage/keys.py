@@ -3,13 +3,13 @@ id or indexed values it could not hold (``storage/store.py`` calls it before any
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from storage.store import KindLayout
 
-__all__ = ["MAX_KEY_BYTES", "UnstorableValue", "check_row_keys", "is_storable", "to_key"]
+__all__ = ["MAX_KEY_BYTES", "UnstorableValue", "check_row_keys", "composite_key", "is_storable", "to_key"]
 
 # LMDB refuses empty keys and keys (or dupsort values) longer than its compiled-in limit with MDB_BAD_VALSIZE.
 MAX_KEY_BYTES = 511
@@ -31,6 +31,13 @@ def to_key(value: Any) -> bytes:
     return str(value).encode()
 
 
+def composite_key(values: Sequence[Any]) -> bytes:
+    """The key of several values together (a composite index): each value's key behind its length (two bytes), so
+    no two different tuples share a key, whatever bytes the values hold."""
+    parts = [to_key(value) for value in values]
+    return b"".join(len(part).to_bytes(2, "big") + part for part in parts)
+
+
 def is_storable(key: bytes) -> bool:
     """Whether LMDB can hold ``key`` as a key (or dupsort value): not empty, at most :data:`MAX_KEY_BYTES`."""
     return 0 < len(key) <= MAX_KEY_BYTES
@@ -48,3 +55,7 @@ def check_row_keys(layout: KindLayout, row: Mapping[str, Any]) -> None:
         for element in row.get(field) or ():
             if not is_storable(to_key(element)):
                 raise UnstorableValue(layout.kind, field, element)
+    for fields in layout.composites:
+        values = tuple(row.get(field) for field in fields)
+        if None not in values and not is_storable(composite_key(values)):
+            raise UnstorableValue(layout.kind, "+".join(fields), values)

@@ -1,11 +1,8 @@
 """The LMDB environment: one named DB of rows per kind, plus the index DBs derived from each kind's layout.
 
-Rows are dicts keyed by wire names, encoded with msgpack. Three kinds of index are kept in step with every put
-and delete, so that no caller maintains them by hand:
-
-* unique: ``u/<kind>/<field>``: value -> id (names, external ids);
-* set: ``s/<kind>/<field>`` (dupsort): element -> ids (role attributes);
-* ref: ``f/<kind>/<field>`` (dupsort): value -> ids (back-references such as a config's ``configTypeId``).
+Rows are dicts keyed by wire names, encoded with msgpack. Every index a kind's layout declares (unique, set, ref
+and composite: ``storage/indexes.py``) is kept in step with every put and delete, so that no caller maintains
+them by hand.
 
 Reads open a read transaction inline (microseconds, never blocks) and never keep it across an ``await``. Writes
 happen only through :class:`WriteTxn`, which the group-commit writer (``storage/writer.py``, driven by
@@ -23,7 +20,8 @@ from typing import Any
 import lmdb
 import msgspec
 
-from storage.keys import check_row_keys, is_storable, to_key
+from storage.indexes import Index, layout_indexes, open_indexes
+from storage.keys import check_row_keys, composite_key, is_storable, to_key
 from storage.ownership import StoreInUse, claim, release
 from storage.shared_memo import SharedMemo
 
@@ -56,6 +54,7 @@ def _text(data: bytes | memoryview) -> str:
 class KindLayout:
     """Storage layout of one kind: which fields are indexed and how.
 
+    ``composites``: field combinations looked up together (:meth:`ReadTxn.ids_by_fields`).
     ``watched``: answers derived from this kind may be shared across snapshots (:class:`SharedMemo`); any write
     to it starts a new memo.
     """
@@ -64,6 +63,7 @@ class KindLayout:
     unique: tuple[str, ...] = ()
     sets: tuple[str, ...] = ()
     refs: tuple[str, ...] = ()
+    composites: tuple[tuple[str, ...], ...] = ()
     watched: bool = False
 
 
@@ -171,10 +171,14 @@ class ReadTxn:
         return None if data is None else _text(data)
 
     def ids_by_set(self, kind: str, field: str, element: str) -> list[str]:
-        return self._dups(self._store.index_db("s", kind, field), element)
+        return self._dups(self._store.index_db("s", kind, field), to_key(element))
 
     def ids_by_ref(self, kind: str, field: str, value: str) -> list[str]:
-        return self._dups(self._store.index_db("f", kind, field), value)
+        return self._dups(self._store.index_db("f", kind, field), to_key(value))
+
+    def ids_by_fields(self, kind: str, fields: tuple[str, ...], values: tuple[Any, ...]) -> list[str]:
+        """Ids of the rows whose ``fields`` hold ``values`` (a composite index of the kind's layout)."""
+        return self._dups(self._store.index_db("c", kind, "+".join(fields)), composite_key(values))
 
     def set_elements(self, kind: str, field: str) -> list[str]:
         """Distinct elements of an indexed set field across all rows (role attributes in use), sorted."""
@@ -185,8 +189,7 @@ class ReadTxn:
         data = self._txn.get(key.encode(), db=self._store.meta_db)
         return None if data is None else decode(data)
 
-    def _dups(self, db: Any, value: Any) -> list[str]:
-        key = to_key(value)
+    def _dups(self, db: Any, key: bytes) -> list[str]:
         if not is_storable(key):
             return []
         with self._txn.cursor(db=db) as cursor:
@@ -272,30 +275,16 @@ class WriteTxn(ReadTxn):
 
     def _index(self, layout: KindLayout, row: Mapping[str, Any]) -> None:
         row_id = to_key(row["id"])
-        for field in layout.unique:
-            if row.get(field) is not None:
-                self._txn.put(to_key(row[field]), row_id, db=self._store.index_db("u", layout.kind, field))
-        for field in layout.sets:
-            db = self._store.index_db("s", layout.kind, field)
-            for element in set(row.get(field) or ()):
-                self._txn.put(to_key(element), row_id, db=db, dupdata=True)
-        for field in layout.refs:
-            if row.get(field) is not None:
-                db = self._store.index_db("f", layout.kind, field)
-                self._txn.put(to_key(row[field]), row_id, db=db, dupdata=True)
+        for index, db in self._store.indexes(layout.kind):
+            for key in index.keys(row):
+                self._txn.put(key, row_id, db=db)
 
     def _unindex(self, layout: KindLayout, row: Mapping[str, Any]) -> None:
         row_id = to_key(row["id"])
-        for field in layout.unique:
-            if row.get(field) is not None:
-                self._txn.delete(to_key(row[field]), db=self._store.index_db("u", layout.kind, field))
-        for field in layout.sets:
-            db = self._store.index_db("s", layout.kind, field)
-            for element in set(row.get(field) or ()):
-                self._txn.delete(to_key(element), row_id, db=db)
-        for field in layout.refs:
-            if row.get(field) is not None:
-                self._txn.delete(to_key(row[field]), row_id, db=self._store.index_db("f", layout.kind, field))
+        for index, db in self._store.indexes(layout.kind):
+            for key in index.keys(row):
+                # The value selects the pair in a dupsort DB; a unique DB (one value per key) ignores it.
+                self._txn.delete(key, row_id, db=db)
 
 
 class Store:
@@ -309,26 +298,23 @@ class Store:
 
     Raises:
         StoreInUse: another open store owns ``path`` (``storage/ownership.py``); close that one first.
+        storage.indexes.IndexBuildError: a unique index new to this store cannot be built from its rows.
     """
 
     def __init__(self, path: Path, layouts: Iterable[KindLayout], *, map_size: int = 1 << 35,
                  durable: bool = True) -> None:
         self._layouts = {layout.kind: layout for layout in layouts}
         path.mkdir(parents=True, exist_ok=True)
-        names = [f"r/{kind}" for kind in self._layouts]
-        for layout in self._layouts.values():
-            names += [f"u/{layout.kind}/{f}" for f in layout.unique]
-            names += [f"s/{layout.kind}/{f}" for f in layout.sets]
-            names += [f"f/{layout.kind}/{f}" for f in layout.refs]
+        indexes = {kind: layout_indexes(layout) for kind, layout in self._layouts.items()}
+        count = sum(1 + len(kind_indexes) for kind_indexes in indexes.values())
         self._owner = claim(path)
         self.env: Any = None
         try:
-            self.env = lmdb.open(str(path), max_dbs=len(names) + 8, map_size=map_size, sync=durable,
+            self.env = lmdb.open(str(path), max_dbs=count + 8, map_size=map_size, sync=durable,
                                  metasync=durable, readahead=False)
-            self._dbs: dict[str, Any] = {}
-            for name in names:
-                dupsort = name[0] in "sf"
-                self._dbs[name] = self.env.open_db(name.encode(), dupsort=dupsort, create=True)
+            self._dbs: dict[str, Any] = open_indexes(self.env, indexes)
+            self._indexes = {kind: [(index, self._dbs[index.name]) for index in kind_indexes]
+                             for kind, kind_indexes in indexes.items()}
             self.meta_db = self.env.open_db(b"meta", create=True)
         except BaseException:
             if self.env is not None:
@@ -375,6 +361,11 @@ class Store:
 
     def index_db(self, prefix: str, kind: str, field: str) -> Any:
         return self._dbs[f"{prefix}/{kind}/{field}"]
+
+    def indexes(self, kind: str) -> list[tuple[Index, Any]]:
+        """Every index of ``kind`` with its DB handle (what a put or delete keeps in step, and what a bulk load
+        must fill)."""
+        return self._indexes[kind]
 
     def begin_read(self) -> ReadTxn:
         """Open a read snapshot; the caller ends it with :meth:`ReadTxn.end`. Prefer ``with store.read()``."""

@@ -20,6 +20,7 @@ from controller.posture.evaluate import MFA_GRACE_SECONDS, MfaState, mfa_timeout
 from controller.posture.machine import IdentityState
 from controller.posture.plan import access_plan
 from controller.resources.context import ReadContext
+from controller.resources.edge_sessions import SAME_REQUEST
 
 __all__ = ["Outcome", "common_edge_routers", "decide_session", "revaluate", "shares_edge_router", "timer_changes"]
 
@@ -68,9 +69,11 @@ def decide_session(ctx: ReadContext, identity: Mapping[str, Any], state: Identit
 
     ``evaluate_posture`` False skips the posture step (the controller's global off switch)."""
     txn = ctx.txn
-    for session_id in txn.ids_by_ref("sessions", "apiSessionId", request.api_session_id):
+    # The composite index finds the one session of this request, however many the API session holds.
+    for session_id in txn.ids_by_fields("sessions", SAME_REQUEST,
+                                        (request.api_session_id, request.service_id, request.session_type)):
         existing = txn.get("sessions", session_id)
-        if existing and existing["serviceId"] == request.service_id and existing["type"] == request.session_type:
+        if existing is not None:
             return Outcome(reply=existing)
     service = txn.get("services", request.service_id)
     policies = linking_policies(ctx, identity, service) if service else []

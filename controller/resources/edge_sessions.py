@@ -13,7 +13,10 @@ from controller.resources.context import ReadContext
 from controller.resources.fields import string_field, string_list
 from controller.resources.spec import CREATE_ONLY, Hooks, Resource
 
-__all__ = ["SESSIONS", "session_edge_routers"]
+__all__ = ["SAME_REQUEST", "SESSIONS", "session_edge_routers"]
+
+# A session request is answered with the existing session of the same API session, service and type, if any.
+SAME_REQUEST = ("apiSessionId", "serviceId", "type")
 
 _encoder = msgspec.json.Encoder()
 _NO_ROUTERS = msgspec.Raw(b"[]")
@@ -67,4 +70,5 @@ SESSIONS = Resource(
     ),
     operations=frozenset({"list", "detail", "delete"}),
     hooks=Hooks(present=_present),
+    indexes=(SAME_REQUEST,),
 )

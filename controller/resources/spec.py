@@ -182,6 +182,8 @@ class Resource:
         shapes_access: its rows decide what identities may use (policies, checks, services, routers): every
             write to it re-evaluates the identities with sessions, and answers derived from it are shared across
             read snapshots until the next such write (``storage.store.SharedMemo``).
+        indexes: field combinations the domain looks rows up by (composite indexes,
+            ``storage.store.ReadTxn.ids_by_fields``); each name must be a field of the kind.
     """
 
     kind: str
@@ -202,6 +204,7 @@ class Resource:
     extra_filter_fields: Mapping[str, Any] = field(default_factory=dict)
     seed: tuple[Mapping[str, Any], ...] = ()
     shapes_access: bool = False
+    indexes: tuple[tuple[str, ...], ...] = ()
 
     # Every write and every presented row asks for all_fields(): derived once, when the spec is made.
     _all_fields: tuple[Field, ...] = field(init=False, repr=False, compare=False, default=())
@@ -211,6 +214,9 @@ class Resource:
         variant_fields = [f for v in self.variants.variants for f in v.fields] if self.variants else []
         for f in (*COMMON_FIELDS, *self.fields, *variant_fields):
             seen.setdefault(f.name, f)
+        unknown = {name for fields in self.indexes for name in fields} - seen.keys()
+        if unknown:
+            raise ValueError(f"{self.kind}: indexes name fields it does not have: {sorted(unknown)}")
         object.__setattr__(self, "_all_fields", tuple(seen.values()))  # frozen: set once, here
 
     def all_fields(self) -> tuple[Field, ...]:

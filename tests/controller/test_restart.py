@@ -1,6 +1,6 @@
 """Restart on the same data directory with the in-process stack: resources, API sessions (token and last activity),
 the default admin and its first password all survive; a session that expired while the controller was down does
-not."""
+not; an index that the data directory's writer did not have is built on open."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import lmdb
 import trio
 import trio.testing
 
 from controller.clock import Clock
+from controller.resources.edge_sessions import SAME_REQUEST
 from controller.root import Controller
-from tests.support import Api, make_settings, start_controller
+from storage.indexes import index_name
+from tests.support import Api, make_settings, make_user, start_controller
 from web.app import create_app
 
 EPOCH = 1_700_000_000.0
@@ -90,3 +93,49 @@ async def test_a_session_that_expired_while_down_is_gone(tmp_path: Path) -> None
         assert (await admin.get(f"/api-sessions/{stale_id}")).status == 404
         assert [s["id"] for s in (await admin.get("/api-sessions")).data] == [
             (await admin.get("/current-api-session")).data["id"]]
+
+
+async def test_sessions_are_found_again_after_their_index_is_built_on_open(tmp_path: Path) -> None:
+    async with running(tmp_path) as controller:
+        credentials = _credentials(tmp_path)
+        admin = await Api(create_app(controller), controller=controller).login(credentials["username"],
+                                                                               credentials["password"])
+        await admin.create("/edge-routers", {"name": "er1"})
+        await admin.create("/edge-router-policies", {"name": "erp", "semantic": "AnyOf", "identityRoles": ["#all"],
+                                                     "edgeRouterRoles": ["#all"]})
+        await admin.create("/service-edge-router-policies", {"name": "serp", "semantic": "AnyOf",
+                                                             "serviceRoles": ["#all"], "edgeRouterRoles": ["#all"]})
+        for policy_type in ("Dial", "Bind"):
+            await admin.create("/service-policies", {"name": policy_type, "type": policy_type, "semantic": "AnyOf",
+                                                     "identityRoles": ["#all"], "serviceRoles": ["#all"]})
+        services = [await admin.create("/services", {"name": f"svc{n}", "encryptionRequired": True})
+                    for n in range(3)]
+        _, client = await make_user(admin, "tunneler")
+        client = client.as_client()
+        sessions = {}
+        for service_id in services:
+            for session_type in ("Dial", "Bind"):
+                reply = await client.post("/sessions", {"serviceId": service_id, "type": session_type})
+                assert reply.status == 201, reply.body
+                sessions[service_id, session_type] = reply.data["id"]
+        assert len(set(sessions.values())) == 6
+
+    # As a data directory written before sessions had the index looks: no such DB at all.
+    env = lmdb.open(str(tmp_path / "db"), max_dbs=256)
+    with env.begin(write=True) as txn:
+        index = env.open_db(index_name("c", "sessions", SAME_REQUEST).encode(), txn=txn, create=False)
+        assert txn.stat(index)["entries"] == 6
+        txn.drop(index)
+    env.close()
+
+    async with running(tmp_path) as controller:
+        client = Api(create_app(controller), controller=controller).as_client().with_token(client.token)
+        for (service_id, session_type), session_id in sessions.items():
+            again = await client.post("/sessions", {"serviceId": service_id, "type": session_type})
+            assert (again.status, again.data["id"]) == (201, session_id)
+        admin = await Api(create_app(controller), controller=controller).login(credentials["username"],
+                                                                               credentials["password"])
+        await admin.delete(f"/sessions/{sessions[services[1], 'Bind']}")
+        fresh = await client.post("/sessions", {"serviceId": services[1], "type": "Bind"})
+        assert fresh.status == 201 and fresh.data["id"] not in sessions.values()
+        assert len((await admin.get("/sessions")).data) == 6
