@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
 from typing import Any
+
+import msgspec
 
 from controller.posture.evaluate import DomainRecord, MacRecord, MfaState, OsRecord, PostureData, ProcessRecord
 from controller.posture.machine import IdentityState, SessionPosture
@@ -12,20 +13,9 @@ from controller.posture.machine import IdentityState, SessionPosture
 __all__ = ["decode_state", "encode_state"]
 
 
-_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _names(cls: type) -> tuple[str, ...]:
-    names = _NAMES.get(cls)
-    if names is None:
-        names = _NAMES[cls] = tuple(f.name for f in fields(cls))
-    return names
-
-
-def _flat(value: Any) -> dict[str, Any]:
-    """A record of flat fields (strings, numbers, tuples of strings) as a mapping. ``dataclasses.asdict`` would
-    do the same through a recursive deep copy, which cost a twentieth of every actor step."""
-    return {name: getattr(value, name) for name in _names(type(value))}
+def _flat(value: msgspec.Struct) -> dict[str, Any]:
+    """A record of flat fields (strings, numbers, tuples of strings) as a mapping: a shallow copy, in C."""
+    return msgspec.structs.asdict(value)
 
 
 def _record(value: Any) -> dict[str, Any] | None:

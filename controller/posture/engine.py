@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import trio
+from msgspec.structs import replace
 
 from actors.lateness import DeadlineOutcome, LatenessRecorder
 from actors.messages import DeadlineReached, IdentityMessage

@@ -11,14 +11,21 @@ MFA boundaries (Tollgate's choice, so that the identity actor can revoke at an e
 passed at ``t`` with ``timeoutSeconds`` T fails from ``t + T`` inclusive, and a wake/unlock at ``e`` fails it from
 ``e + 300`` inclusive. :func:`mfa_deadline` returns the first such instant, at which :func:`evaluate_check` already
 answers failing.
+
+The data records are frozen ``msgspec.Struct`` s rather than dataclasses: every actor step builds new ones, and a
+Struct is built and copied (``msgspec.structs.replace``) about ten times faster. They are untracked by the cyclic
+collector (``gc=False``): they hold only scalars, tuples and mappings of reported data, never anything that could
+lead back to them, and a million parked actors hold several each.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from controller.posture.normalize import canonical_mac, clean_hex
 from controller.posture.versions import version_matches
@@ -45,8 +52,7 @@ MFA_GRACE_SECONDS = 300
 """After a wake or unlock event (when the check prompts on it) MFA keeps passing this long."""
 
 
-@dataclass(frozen=True, slots=True)
-class OsRecord:
+class OsRecord(msgspec.Struct, frozen=True, gc=False):
     """The identity's last OS posture response. ``type`` as reported; it is compared case-insensitively."""
 
     type: str
@@ -57,8 +63,7 @@ class OsRecord:
     timed_out: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class MacRecord:
+class MacRecord(msgspec.Struct, frozen=True, gc=False):
     """The identity's last MAC posture response: the reported addresses (normalised on receipt by the caller)."""
 
     addresses: tuple[str, ...]
@@ -67,8 +72,7 @@ class MacRecord:
     timed_out: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class DomainRecord:
+class DomainRecord(msgspec.Struct, frozen=True, gc=False):
     """The identity's last DOMAIN posture response."""
 
     domain: str
@@ -77,8 +81,7 @@ class DomainRecord:
     timed_out: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessRecord:
+class ProcessRecord(msgspec.Struct, frozen=True, gc=False):
     """One PROCESS posture response (the client answers per check id, naming the binary's ``path``)."""
 
     path: str
@@ -90,8 +93,7 @@ class ProcessRecord:
     timed_out: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class PostureData:
+class PostureData(msgspec.Struct, frozen=True, gc=False):
     """An identity's posture data, shared by all its API sessions.
 
     ``processes`` holds the last record submitted per posture-check id (PROCESS checks and the failure report of
@@ -102,12 +104,11 @@ class PostureData:
     os: OsRecord | None = None
     mac: MacRecord | None = None
     domain: DomainRecord | None = None
-    processes: Mapping[str, ProcessRecord] = field(default_factory=dict)
-    process_paths: Mapping[str, ProcessRecord] = field(default_factory=dict)
+    processes: Mapping[str, ProcessRecord] = msgspec.field(default_factory=dict)
+    process_paths: Mapping[str, ProcessRecord] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class MfaState:
+class MfaState(msgspec.Struct, frozen=True, gc=False):
     """MFA state of one API session.
 
     ``passed_mfa_at`` is the last successful MFA of this API session (None: never, or MFA removed since);

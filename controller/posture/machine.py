@@ -10,8 +10,11 @@ re-evaluating, working out the next MFA deadline) is asked for as an effect and 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from actors.messages import (
     ApiSessionEnded,
@@ -48,21 +51,21 @@ __all__ = [
 MAX_FAILURES = 50
 
 
-@dataclass(frozen=True, slots=True)
-class SessionPosture:
-    """Per API session: its MFA state and the SDK it reported at login."""
+class SessionPosture(msgspec.Struct, frozen=True, gc=False):
+    """Per API session: its MFA state and the SDK it reported at login. A Struct for the reasons the posture records
+    are (``controller/posture/evaluate.py``)."""
 
-    mfa: MfaState = field(default_factory=MfaState)
-    sdk_info: Mapping[str, Any] = field(default_factory=dict)
+    mfa: MfaState = msgspec.field(default_factory=MfaState)
+    sdk_info: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class IdentityState:
-    """Everything the posture engine keeps for one identity (persisted after every change)."""
+class IdentityState(msgspec.Struct, frozen=True, gc=False):
+    """Everything the posture engine keeps for one identity (persisted after every change). A Struct for the
+    reasons the posture records are (``controller/posture/evaluate.py``)."""
 
     identity_id: str
-    posture: PostureData = field(default_factory=PostureData)
-    sessions: Mapping[str, SessionPosture] = field(default_factory=dict)
+    posture: PostureData = msgspec.field(default_factory=PostureData)
+    sessions: Mapping[str, SessionPosture] = msgspec.field(default_factory=dict)
     failures: tuple[Mapping[str, Any], ...] = ()
     last_change_at: float | None = None
     deadline: float | None = None
@@ -185,7 +188,6 @@ def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityStat
                 effects.append(Reply(reply, []))
             return replace(state, posture=posture, last_change_at=now), effects
         case EndpointStateReported(api_session_id, woken, unlocked, reply):
-            # Built directly rather than through chained replace(): these are the busiest transitions.
             session = state.sessions.get(api_session_id, SessionPosture())
             old = session.mfa
             mfa = MfaState(passed_mfa_at=old.passed_mfa_at, woken_at=now if woken else old.woken_at,

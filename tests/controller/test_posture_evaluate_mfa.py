@@ -3,10 +3,10 @@ numbers clients see. (The other check types are in ``tests/controller/test_postu
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from controller.posture.evaluate import (
     MFA_GRACE_SECONDS,
