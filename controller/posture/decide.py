@@ -14,7 +14,7 @@ from typing import Any
 from actors.messages import CreateSession
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause, not_found
-from controller.policies import reachable, row
+from controller.policies import reachable, row, selecting_policy_ids
 from controller.posture.access import evaluate_access, linking_policies, policy_checks, service_permissions_map
 from controller.posture.evaluate import MFA_GRACE_SECONDS, MfaState, mfa_timeout
 from controller.posture.machine import IdentityState
@@ -135,26 +135,54 @@ def revaluate(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityStat
     return revoked, sorted(timed_out)
 
 
+@dataclass(frozen=True, slots=True)
+class _Prompt:
+    """An MFA check that may restart its timer on a wake or unlock, as a service's timer report needs it."""
+
+    on_wake: bool
+    on_unlock: bool
+    timeout: int  # timeoutSeconds, -1 when unset
+    reported_timeout: int  # the ``timeout`` a client is told (mfa_timeout)
+
+
+def _prompts_by_service(ctx: ReadContext, identity: Mapping[str, Any]) -> tuple[tuple[str, str, tuple[_Prompt, ...]],
+                                                                                  ...]:
+    """Per service the identity may use (id order): its id, name and the MFA checks of its linking policies (policy
+    order, then check order) that prompt on a wake or an unlock. Services without such a check are left out.
+
+    Derived from policies, checks and services alone, so kept in the shared memo per set of policies selecting the
+    identity: a wake or unlock report then walks only this list."""
+    policy_ids = selecting_policy_ids(ctx, "service-policies", "identities", identity)
+
+    def compute() -> tuple[tuple[str, str, tuple[_Prompt, ...]], ...]:
+        found = []
+        for service in ctx.txn.get_many("services", sorted(service_permissions_map(ctx, identity))):
+            prompts = tuple(
+                _Prompt(bool(check.get("promptOnWake")), bool(check.get("promptOnUnlock")),
+                        int(check.get("timeoutSeconds") or -1), mfa_timeout(check))
+                for policy in linking_policies(ctx, identity, service) for check in policy_checks(ctx, policy)
+                if check.get("typeId") == "MFA" and (check.get("promptOnWake") or check.get("promptOnUnlock")))
+            if prompts:
+                found.append((str(service["id"]), str(service.get("name", "")), prompts))
+        return tuple(found)
+
+    return ctx.shared_cached(("mfa-prompts", policy_ids), compute)
+
+
 def timer_changes(ctx: ReadContext, identity: Mapping[str, Any], state: IdentityState, api_session_id: str,
                   woken: bool, unlocked: bool, now: float) -> list[dict[str, Any]]:
-    """Services of this identity whose MFA timer a wake/unlock just started (only after this session passed MFA)."""
+    """Services of this identity whose MFA timer a wake/unlock just started (only after this session passed MFA):
+    the first check of each service that prompts on the event and whose own timeout is not due within the grace."""
     mfa = _mfa(state, api_session_id)
     if mfa is None or mfa.passed_mfa_at is None or not (woken or unlocked):
         return []
     since = now - mfa.passed_mfa_at
-    found: dict[str, dict[str, Any]] = {}
-    txn = ctx.txn
-    for service in txn.get_many("services", sorted(service_permissions_map(ctx, identity))):
-        for policy in linking_policies(ctx, identity, service):
-            for check in policy_checks(ctx, policy):
-                if check.get("typeId") != "MFA" or service["id"] in found:
-                    continue
-                prompted = (woken and check.get("promptOnWake")) or (unlocked and check.get("promptOnUnlock"))
-                timeout = int(check.get("timeoutSeconds") or -1)
-                if prompted and (timeout <= 0 or timeout - since > MFA_GRACE_SECONDS):
-                    found[service["id"]] = {"id": service["id"], "name": service.get("name", ""),
-                                            "postureQueryType": "MFA", "timeout": mfa_timeout(check),
-                                            "timeoutRemaining": MFA_GRACE_SECONDS}
-    return list(found.values())
-
-
+    found: list[dict[str, Any]] = []
+    for service_id, name, prompts in _prompts_by_service(ctx, identity):
+        for prompt in prompts:
+            prompted = (woken and prompt.on_wake) or (unlocked and prompt.on_unlock)
+            if prompted and (prompt.timeout <= 0 or prompt.timeout - since > MFA_GRACE_SECONDS):
+                found.append({"id": service_id, "name": name, "postureQueryType": "MFA",
+                              "timeout": prompt.reported_timeout, "timeoutRemaining": MFA_GRACE_SECONDS})
+                break
+    return found

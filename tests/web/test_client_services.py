@@ -280,8 +280,8 @@ async def test_legacy_sdks_see_no_remaining_time_when_the_check_ignores_them(
 async def test_a_wake_reports_only_timers_it_shortens(admin: Api, controller: Controller,
                                                       autojump_clock: trio.testing.MockClock) -> None:
     ids = await network(admin)
-    await admin.create("/posture-checks", {"name": "mfa", "typeId": "MFA", "roleAttributes": ["mfa"],
-                                           "timeoutSeconds": 600, "promptOnWake": True})
+    check = await admin.create("/posture-checks", {"name": "mfa", "typeId": "MFA", "roleAttributes": ["mfa"],
+                                                   "timeoutSeconds": 600, "promptOnWake": True})
     await dial_policy(admin, "p-mfa", ["#mfa"])
     _, client = await user(admin)
     await enrol_mfa(client, controller)
@@ -295,3 +295,8 @@ async def test_a_wake_reports_only_timers_it_shortens(admin: Api, controller: Co
     await trio.sleep(1)
     # 300 s left: the grace period would not shorten anything.
     assert (await client.post("/posture-response", woken)).data == {"services": []}
+    # What the check prompts on is read from the check as it is now.
+    assert (await admin.patch(f"/posture-checks/{check}", {"typeId": "MFA", "timeoutSeconds": 900,
+                                                            "promptOnUnlock": True})).status == 200
+    reply = (await client.post("/posture-response", unlocked)).data["services"]
+    assert [(s["id"], s["timeout"]) for s in reply] == [(ids["service"], 900)]
