@@ -49,7 +49,8 @@ from controller.posture.evaluate import MfaState
 from controller.posture.machine import IdentityState, SessionPosture
 from controller.resources.context import WriteContext
 from controller.root import Controller
-from storage.store import WriteTxn, encode
+from storage.rows import encode
+from storage.store import WriteTxn
 
 __all__ = ["MfaNetwork", "ensure_network", "seed_mfa_identities", "wake_all"]
 

@@ -43,7 +43,7 @@ from bench.storage_raw import HopCounter, RawFigures, RawLmdb, StepCounter, thre
 from bench.storage_report import CONCURRENCY, RAW_BATCH, READ_WRITERS, READERS, build_result
 from controller.listing import ListParams
 from controller.root import Controller
-from storage.store import encode
+from storage.rows import encode
 
 __all__ = ["CONCURRENCY", "run"]
 

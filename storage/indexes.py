@@ -22,17 +22,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import lmdb
-import msgspec
 
 from storage.keys import composite_key, to_key
+from storage.rows import decode_row
 
 if TYPE_CHECKING:
     from storage.store import KindLayout
 
 __all__ = ["Index", "IndexBuildError", "index_name", "layout_indexes", "open_indexes"]
-
-_row_decoder = msgspec.msgpack.Decoder(dict[str, Any])
-
 
 class IndexBuildError(Exception):
     """A newly declared unique index cannot be built: two stored rows hold the same value. Nothing was written."""
@@ -114,7 +111,7 @@ def open_indexes(env: Any, indexes: Mapping[str, Sequence[Index]]) -> dict[str, 
 def _build(txn: lmdb.Transaction, index: Index, rows_db: Any, db: Any) -> None:
     with txn.cursor(db=rows_db) as cursor:
         for row_id, data in cursor:
-            row = _row_decoder.decode(data)
+            row = decode_row(data)
             for key in index.keys(row):
                 if not txn.put(key, row_id, db=db, overwrite=not index.unique):
                     holder = bytes(txn.get(key, db=db) or b"").decode()

@@ -1,8 +1,8 @@
 """The LMDB environment: one named DB of rows per kind, plus the index DBs derived from each kind's layout.
 
-Rows are dicts keyed by wire names, encoded with msgpack. Every index a kind's layout declares (unique, set, ref
-and composite: ``storage/indexes.py``) is kept in step with every put and delete, so that no caller maintains
-them by hand.
+Rows are dicts keyed by wire names, encoded with msgpack (``storage/rows.py``). Every index a kind's layout
+declares (unique, set, ref and composite: ``storage/indexes.py``) is kept in step with every put and delete, so
+that no caller maintains them by hand.
 
 Reads open a read transaction inline (microseconds, never blocks) and never keep it across an ``await``. Writes
 happen only through :class:`WriteTxn`, which the group-commit writer (``storage/writer.py``, driven by
@@ -18,33 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
-import msgspec
 
 from storage.indexes import Index, layout_indexes, open_indexes
 from storage.keys import check_row_keys, composite_key, is_storable, to_key
 from storage.ownership import StoreInUse, claim, release
+from storage.rows import decode, decode_row, encode
 from storage.shared_memo import SharedMemo
 
 __all__ = ["KindLayout", "ReadTxn", "Reading", "SharedMemo", "Store", "StoreInUse", "UniqueViolation", "WriteTxn"]
-
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder()
-# Rows are maps: decoding straight into a dict spares the copy a later dict() would make (rows are read a lot).
-_row_decoder = msgspec.msgpack.Decoder(dict[str, Any])
-
-
-def encode(value: Any) -> bytes:
-    return _encoder.encode(value)
-
-
-def decode(data: bytes | memoryview) -> Any:
-    return _decoder.decode(data)
-
-
-def decode_row(data: bytes | memoryview) -> dict[str, Any]:
-    """A stored row: a new dict the caller may change."""
-    return _row_decoder.decode(data)
-
 
 def _text(data: bytes | memoryview) -> str:
     return bytes(data).decode()

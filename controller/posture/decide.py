@@ -141,8 +141,7 @@ class _Prompt:
 
     on_wake: bool
     on_unlock: bool
-    timeout: int  # timeoutSeconds, -1 when unset
-    reported_timeout: int  # the ``timeout`` a client is told (mfa_timeout)
+    timeout: int  # mfa_timeout: timeoutSeconds, -1 when the check has none
 
 
 def _prompts_by_service(ctx: ReadContext, identity: Mapping[str, Any]) -> tuple[tuple[str, str, tuple[_Prompt, ...]],
@@ -158,8 +157,7 @@ def _prompts_by_service(ctx: ReadContext, identity: Mapping[str, Any]) -> tuple[
         found = []
         for service in ctx.txn.get_many("services", sorted(service_permissions_map(ctx, identity))):
             prompts = tuple(
-                _Prompt(bool(check.get("promptOnWake")), bool(check.get("promptOnUnlock")),
-                        int(check.get("timeoutSeconds") or -1), mfa_timeout(check))
+                _Prompt(bool(check.get("promptOnWake")), bool(check.get("promptOnUnlock")), mfa_timeout(check))
                 for policy in linking_policies(ctx, identity, service) for check in policy_checks(ctx, policy)
                 if check.get("typeId") == "MFA" and (check.get("promptOnWake") or check.get("promptOnUnlock")))
             if prompts:
@@ -183,6 +181,6 @@ def timer_changes(ctx: ReadContext, identity: Mapping[str, Any], state: Identity
             prompted = (woken and prompt.on_wake) or (unlocked and prompt.on_unlock)
             if prompted and (prompt.timeout <= 0 or prompt.timeout - since > MFA_GRACE_SECONDS):
                 found.append({"id": service_id, "name": name, "postureQueryType": "MFA",
-                              "timeout": prompt.reported_timeout, "timeoutRemaining": MFA_GRACE_SECONDS})
+                              "timeout": prompt.timeout, "timeoutRemaining": MFA_GRACE_SECONDS})
                 break
     return found
