@@ -141,6 +141,7 @@ def delete_row(ctx: WriteContext, resource: Resource, row_id: str) -> dict[str, 
         raise not_found(resource.singular, row_id)
     if resource.hooks.before_delete is not None:
         resource.hooks.before_delete(ctx, old)
+    written = len(ctx.changes)
     for other, f in ctx.registry.referencing_fields(resource.kind):
         holders = ctx.txn.ids_by_ref(other.kind, f.name, row_id)
         if not holders:
@@ -161,7 +162,8 @@ def delete_row(ctx: WriteContext, resource: Resource, row_id: str) -> dict[str, 
             if row is not None:
                 stripped = [r for r in row.get(f.name) or [] if r != f"@{row_id}"]
                 _write_internal(ctx, other, {**row, f.name: stripped}, row)
-    ctx.txn.delete(resource.kind, row_id)
+    # A cascade above may have rewritten this very row (a self-reference): then the store must read it again.
+    ctx.txn.delete(resource.kind, row_id, stored=old if len(ctx.changes) == written else None)
     if resource.hooks.after_write is not None:
         resource.hooks.after_write(ctx, old, None)
     ctx.changes.append(Change(resource.kind, row_id, old, None))

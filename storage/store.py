@@ -216,6 +216,12 @@ class WriteTxn(ReadTxn):
         check_row_keys(layout, row)
         if layout.watched:
             self._store.watched_write(self._txn.id())
+        indexes = self._store.indexes(kind)
+        if not indexes:
+            # Nothing to keep in step (the identity actors' state, written on every step): no need to read and
+            # decode the row this replaces.
+            self._txn.put(to_key(row_id), encode(row), db=self._store.rows_db(kind))
+            return
         old = self.get(kind, row_id)
         for field in layout.unique:
             value = row.get(field)
@@ -229,9 +235,13 @@ class WriteTxn(ReadTxn):
         self._txn.put(to_key(row_id), encode(row), db=self._store.rows_db(kind))
         self._index(layout, row)
 
-    def delete(self, kind: str, row_id: str) -> dict[str, Any] | None:
-        """Delete a row and its index entries; returns the deleted row, or None when there was none."""
-        old = self.get(kind, row_id)
+    def delete(self, kind: str, row_id: str, *, stored: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Delete a row and its index entries; returns the deleted row, or None when there was none.
+
+        ``stored``: the row as this transaction holds it now, when the caller has just read it and written nothing
+        since (spares decoding it again); its index entries are the ones removed.
+        """
+        old = self.get(kind, row_id) if stored is None else stored
         if old is None:
             return None
         layout = self._store.layout(kind)

@@ -97,6 +97,35 @@ def test_delete_removes_the_row_and_its_index_entries(store: Store) -> None:
         assert not txn.exists("things", "t1")
 
 
+def test_delete_given_the_stored_row_removes_its_index_entries(store: Store) -> None:
+    _put(store, {"id": "t1", "name": "a", "code": "x", "labels": ["red"], "ownerId": "o1"})
+    _put(store, {"id": "t2", "name": "b", "labels": ["red"], "ownerId": "o1"})
+
+    def delete_known(txn: WriteTxn) -> Any:
+        stored = txn.get("things", "t1")
+        return txn.delete("things", "t1", stored=stored)
+
+    assert _write(store, delete_known)["name"] == "a"
+    assert _indexes(store) == {
+        "names": {"a": None, "b": "t2", "c": None},
+        "codes": {"x": None, "y": None},
+        "labels": {"red": ["t2"], "blue": [], "green": []},
+        "owners": {"o1": ["t2"], "o2": []},
+        "elements": ["red"],
+    }
+
+
+def test_a_kind_without_indexes_is_replaced_and_deleted(store: Store) -> None:
+    _write(store, lambda txn: txn.put("owners", {"id": "o1", "name": "first"}))
+    _write(store, lambda txn: txn.put("owners", {"id": "o1", "name": "second", "extra": [1, 2]}))
+    with store.read() as txn:
+        assert txn.get("owners", "o1") == {"id": "o1", "name": "second", "extra": [1, 2]}
+        assert txn.count("owners") == 1
+    assert _write(store, lambda txn: txn.delete("owners", "o1")) == {"id": "o1", "name": "second", "extra": [1, 2]}
+    with store.read() as txn:
+        assert txn.get("owners", "o1") is None
+
+
 def test_unique_violation_names_the_field_and_writes_nothing(store: Store) -> None:
     _put(store, {"id": "t1", "name": "a", "code": "x"})
     with pytest.raises(UniqueViolation) as caught:
