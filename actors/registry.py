@@ -34,21 +34,46 @@ T = TypeVar("T")
 
 
 class OneShot(Generic[T]):
-    """A reply slot of size one: the actor calls :meth:`send` once, the asker awaits :meth:`receive`."""
+    """A reply slot of size one: one side calls :meth:`send`, one task awaits :meth:`receive`.
 
-    __slots__ = ("_event", "_value")
+    The receiver parks on Trio's low-level wait and ``send`` reschedules it, with no ``trio.Event``: an Event, its
+    set of waiters and the closure its ``wait`` creates were a fifth of the objects each in-flight actor step and
+    write left for the garbage collector. A later ``send`` replaces the value; a cancelled receiver stops waiting.
+    """
+
+    __slots__ = ("_sent", "_value", "_waiter")
 
     def __init__(self) -> None:
-        self._event = trio.Event()
+        self._sent = False
         self._value: T | None = None
+        self._waiter: trio.lowlevel.Task | None = None
 
     def send(self, value: T) -> None:
         self._value = value
-        self._event.set()
+        self._sent = True
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            trio.lowlevel.reschedule(waiter)
 
     async def receive(self) -> T:
-        await self._event.wait()
+        """The value sent, waiting for it if needed (a checkpoint either way).
+
+        Raises:
+            RuntimeError: another task is already waiting on this slot.
+        """
+        if self._sent:
+            await trio.lowlevel.checkpoint()
+        else:
+            if self._waiter is not None:
+                raise RuntimeError("a one-shot reply has one receiver")
+            self._waiter = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort)
         return self._value  # type: ignore[return-value]
+
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 class Behavior(Protocol[S, M, E]):

@@ -45,6 +45,7 @@ from controller.posture.machine import (
     record_failure,
 )
 from controller.resources.context import ReadContext, WriteContext
+from controller.resources.spec import Resource
 
 __all__ = ["STATE_KIND", "IdentityBehavior", "PostureEngine"]
 
@@ -57,11 +58,12 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _NO_POSTURE = PostureData(processes=_EMPTY, process_paths=_EMPTY)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Plan:
     """What one ``perform`` will write and answer, collected while reading one snapshot."""
 
     persist: bool = False
+    gone: bool = False  # the identity no longer exists
     revoke: list[str] = field(default_factory=list)
     create: dict[str, Any] | None = None
     replies: list[tuple[OneShot[Any], Any]] = field(default_factory=list)
@@ -97,7 +99,26 @@ class IdentityBehavior:
 
     async def perform(self, key: str, before: IdentityState, after: IdentityState,
                       effects: Sequence[Effect]) -> IdentityState:
-        now = self.domain.clock.now()
+        state, plan = self._plan(key, before, after, effects, self.domain.clock.now())
+        if plan.gone:
+            await self.domain.write(_DropState(key))
+            _send(plan.replies)
+            return IdentityState(key)
+        created = await self._apply(key, state, plan)
+        if plan.deadline is not None:
+            self.lateness.record(DeadlineOutcome(key, plan.deadline, plan.decided_at, self.domain.clock.now(),
+                                                 len(plan.revoke)))
+        if plan.create_reply is not None:
+            plan.replies.append((plan.create_reply, created))
+        _send(plan.replies)
+        return state
+
+    def _plan(self, key: str, before: IdentityState, after: IdentityState, effects: Sequence[Effect],
+              now: float) -> tuple[IdentityState, _Plan]:
+        """Carry out the effects against one snapshot: the state to keep and what to write and answer.
+
+        Synchronous, so that the snapshot, its memo and the rows read die with this frame before the write is
+        awaited: every step waiting for its commit would otherwise keep them for the collector to traverse."""
         plan = _Plan()
         state = after
         # Only a re-evaluation (policies or MFA state may have moved) or a decision can change the next deadline;
@@ -107,15 +128,14 @@ class IdentityBehavior:
             identity = ctx.txn.get("identities", key)
             if identity is None:
                 # The identity is gone: drop its state; any pending reply learns the identity no longer exists.
+                plan.gone = True
                 for effect in effects:
                     if isinstance(effect, Decide):
                         plan.replies.append((effect.request.reply, ApiError("UNAUTHORIZED")))
                     elif isinstance(effect, Reply | ReportTimers) and effect.reply is not None:
                         plan.replies.append((effect.reply, ApiError("NOT_FOUND") if isinstance(effect, Reply)
                                              else []))
-                await self.domain.write(lambda w: w.txn.delete(STATE_KIND, key) and None)
-                _send(plan.replies)
-                return IdentityState(key)
+                return state, plan
             for effect in effects:
                 match effect:
                     case Persist():
@@ -162,14 +182,7 @@ class IdentityBehavior:
         if deadline != state.deadline:
             state = replace(state, deadline=deadline)
             plan.persist = True
-        created = await self._apply(key, state, plan)
-        if plan.deadline is not None:
-            self.lateness.record(DeadlineOutcome(key, plan.deadline, plan.decided_at, self.domain.clock.now(),
-                                                 len(plan.revoke)))
-        if plan.create_reply is not None:
-            plan.replies.append((plan.create_reply, created))
-        _send(plan.replies)
-        return state
+        return state, plan
 
     def _next_deadline(self, ctx: ReadContext, identity: Mapping[str, Any], state: IdentityState,
                        now: float) -> float | None:
@@ -185,20 +198,43 @@ class IdentityBehavior:
     async def _apply(self, key: str, state: IdentityState, plan: _Plan) -> Any:
         if not (plan.persist or plan.revoke or plan.create is not None):
             return None
-        sessions = self.domain.registry["sessions"]
-        encoded = encode_state(state)
+        return await self.domain.write(_StepWrite(self.domain.registry["sessions"], state, plan))
 
-        def write(ctx: WriteContext) -> Any:
-            created = None
-            for session_id in plan.revoke:
-                if ctx.txn.exists("sessions", session_id):
-                    delete_row(ctx, sessions, session_id)
-            if plan.create is not None:
-                created = create_row(ctx, sessions, plan.create, None)
-            ctx.txn.put(STATE_KIND, encoded)
-            return created
 
-        return await self.domain.write(write)
+class _StepWrite:
+    """The one durable write of an actor step: revoked sessions, the created session, the new state. Returns the
+    created session (or None). A slotted object rather than a closure, for the reason given on
+    :class:`controller.domain._Mutation`; the state is encoded only when the write runs, so that a step waiting
+    for its turn holds no row dicts of it."""
+
+    __slots__ = ("plan", "sessions", "state")
+
+    def __init__(self, sessions: Resource, state: IdentityState, plan: _Plan) -> None:
+        self.sessions = sessions
+        self.state = state
+        self.plan = plan
+
+    def __call__(self, ctx: WriteContext) -> Any:
+        created = None
+        for session_id in self.plan.revoke:
+            if ctx.txn.exists("sessions", session_id):
+                delete_row(ctx, self.sessions, session_id)
+        if self.plan.create is not None:
+            created = create_row(ctx, self.sessions, self.plan.create, None)
+        ctx.txn.put(STATE_KIND, encode_state(self.state))
+        return created
+
+
+class _DropState:
+    """The write of an actor whose identity is gone: delete its stored state."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __call__(self, ctx: WriteContext) -> None:
+        ctx.txn.delete(STATE_KIND, self.key)
 
 
 def _compact(state: IdentityState) -> IdentityState:

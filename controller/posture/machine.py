@@ -34,6 +34,9 @@ from controller.posture.normalize import canonical_mac, clean_hex
 
 __all__ = [
     "MAX_FAILURES",
+    "PERSIST",
+    "REVALUATE",
+    "REVALUATE_ACCESS",
     "Decide",
     "Effect",
     "IdentityState",
@@ -119,6 +122,12 @@ class Reply:
 
 Effect = Persist | Revaluate | Decide | ReportTimers | Reply
 
+# The effects without a payload, shared: a step allocates as little as it can for the collector (a step waiting for
+# its commit holds its effects).
+PERSIST = Persist()
+REVALUATE = Revaluate()
+REVALUATE_ACCESS = Revaluate(access=True)
+
 
 # Pure helpers ---------------------------------------------------------------------------------------------------
 
@@ -183,7 +192,7 @@ def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityStat
             posture = state.posture
             for response in responses:
                 posture = apply_response(posture, response, now)
-            effects: list[Effect] = [Persist(), Revaluate()]
+            effects: list[Effect] = [PERSIST, REVALUATE]
             if reply is not None:
                 effects.append(Reply(reply, []))
             return replace(state, posture=posture, last_change_at=now), effects
@@ -193,31 +202,31 @@ def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityStat
             mfa = MfaState(passed_mfa_at=old.passed_mfa_at, woken_at=now if woken else old.woken_at,
                            unlocked_at=now if unlocked else old.unlocked_at, timed_out=old.timed_out)
             new = _with_session(state, api_session_id, SessionPosture(mfa, session.sdk_info), last_change_at=now)
-            return new, [Persist(), Revaluate(), ReportTimers(api_session_id, woken, unlocked, reply)]
+            return new, [PERSIST, REVALUATE, ReportTimers(api_session_id, woken, unlocked, reply)]
         case MfaPassed(api_session_id):
             session = state.sessions.get(api_session_id, SessionPosture())
             old = session.mfa
             mfa = MfaState(passed_mfa_at=now, woken_at=old.woken_at, unlocked_at=old.unlocked_at, timed_out=False)
             new = _with_session(state, api_session_id, SessionPosture(mfa, session.sdk_info), last_change_at=now)
-            return new, [Persist(), Revaluate()]
+            return new, [PERSIST, REVALUATE]
         case MfaRemoved():
             sessions = {k: replace(v, mfa=replace(v.mfa, passed_mfa_at=None)) for k, v in state.sessions.items()}
-            return replace(state, sessions=sessions, last_change_at=now), [Persist(), Revaluate()]
+            return replace(state, sessions=sessions, last_change_at=now), [PERSIST, REVALUATE]
         case ApiSessionStarted(api_session_id, sdk_info):
             current = state.sessions.get(api_session_id, SessionPosture())
             # Re-evaluating records what the identity may use now, the baseline for telling clients of changes.
             new = _with_session(state, api_session_id, replace(current, sdk_info=dict(sdk_info)))
-            return new, [Persist(), Revaluate(access=True)]
+            return new, [PERSIST, REVALUATE_ACCESS]
         case ApiSessionEnded(api_session_id):
             if api_session_id not in state.sessions:
                 return state, []
             sessions = {k: v for k, v in state.sessions.items() if k != api_session_id}
-            return replace(state, sessions=sessions), [Persist(), Revaluate()]
+            return replace(state, sessions=sessions), [PERSIST, REVALUATE]
         case DeadlineReached():
             # An MFA timer ran out: the identity's posture changed even if no session needs revoking.
-            return replace(state, last_change_at=now), [Persist(), Revaluate()]
+            return replace(state, last_change_at=now), [PERSIST, REVALUATE]
         case Reevaluate():
-            return state, [Revaluate(access=True)]
+            return state, [REVALUATE_ACCESS]
         case CreateSession() as request:
             return state, [Decide(request)]
         case ReadState(reply):
