@@ -187,3 +187,27 @@ async def test_mailbox_get_waits_and_survives_cancellation() -> None:
         await trio.testing.wait_all_tasks_blocked()
         box.put_nowait(2)
     assert got == [2]
+
+
+async def test_one_shot_delivers_before_or_after_the_wait_and_survives_a_cancelled_receiver(
+        autojump_clock: trio.testing.MockClock) -> None:
+    early: OneShot[str] = OneShot()
+    early.send("early")
+    assert await early.receive() == "early"
+
+    late: OneShot[str] = OneShot()
+    with trio.move_on_after(1) as scope:
+        await late.receive()  # nothing sent: the receiver gives up
+    assert scope.cancelled_caught
+    got: list[str] = []
+    async with trio.open_nursery() as nursery:
+
+        async def receive() -> None:
+            got.append(await late.receive())
+
+        nursery.start_soon(receive)
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(RuntimeError, match="one receiver"):
+            await late.receive()
+        late.send("late")
+    assert got == ["late"]
