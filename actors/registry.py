@@ -14,10 +14,11 @@ always propagates.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+import outcome
 import trio
 
 from actors.mailbox import Mailbox
@@ -54,26 +55,32 @@ class OneShot(Generic[T]):
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            trio.lowlevel.reschedule(waiter)
+            trio.lowlevel.reschedule(waiter, outcome.Value(value))
 
-    async def receive(self) -> T:
-        """The value sent, waiting for it if needed (a checkpoint either way).
+    def receive(self) -> Awaitable[T]:
+        """Await the value sent, waiting for it if needed (a checkpoint either way).
+
+        A plain method returning Trio's parking coroutine, as :meth:`actors.mailbox.Mailbox.wait` does: a waiting
+        receiver holds no frame of ours (every actor step waits on one for its write).
 
         Raises:
             RuntimeError: another task is already waiting on this slot.
         """
         if self._sent:
-            await trio.lowlevel.checkpoint()
-        else:
-            if self._waiter is not None:
-                raise RuntimeError("a one-shot reply has one receiver")
-            self._waiter = trio.lowlevel.current_task()
-            await trio.lowlevel.wait_task_rescheduled(self._abort)
-        return self._value  # type: ignore[return-value]
+            return _checkpointed(self._value)  # type: ignore[arg-type]
+        if self._waiter is not None:
+            raise RuntimeError("a one-shot reply has one receiver")
+        self._waiter = trio.lowlevel.current_task()
+        return trio.lowlevel.wait_task_rescheduled(self._abort)  # noqa: ASYNC105
 
     def _abort(self, _: object) -> trio.lowlevel.Abort:
         self._waiter = None
         return trio.lowlevel.Abort.SUCCEEDED
+
+
+async def _checkpointed(value: T) -> T:
+    await trio.lowlevel.checkpoint()
+    return value
 
 
 class Behavior(Protocol[S, M, E]):

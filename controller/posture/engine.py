@@ -104,7 +104,10 @@ class IdentityBehavior:
             await self.domain.write(_DropState(key))
             _send(plan.replies)
             return IdentityState(key)
-        created = await self._apply(key, state, plan)
+        created = None
+        if plan.persist or plan.revoke or plan.create is not None:
+            # Awaited here, not in a helper coroutine: a step waiting for its commit holds one frame less.
+            created = await self.domain.write(_StepWrite(self.domain.registry["sessions"], state, plan))
         if plan.deadline is not None:
             self.lateness.record(DeadlineOutcome(key, plan.deadline, plan.decided_at, self.domain.clock.now(),
                                                  len(plan.revoke)))
@@ -194,11 +197,6 @@ class IdentityBehavior:
         candidates = [d for mfa in passed for check in checks
                       if (d := mfa_deadline(check, mfa)) is not None and d > now]
         return min(candidates, default=None)
-
-    async def _apply(self, key: str, state: IdentityState, plan: _Plan) -> Any:
-        if not (plan.persist or plan.revoke or plan.create is not None):
-            return None
-        return await self.domain.write(_StepWrite(self.domain.registry["sessions"], state, plan))
 
 
 class _StepWrite:
