@@ -35,6 +35,13 @@ The policy, in three parts:
    it, at the price of one pause proportional to the whole population, for an operator's maintenance window.
    Serving HTTP is where such cycles would come from; the http benchmark's long runs are where to watch for them.
 
+What the collector traverses under load is mostly what in-flight work holds: at saturation every actor step waits
+for the group commit, and each collection walks those waiting steps. Sampling the generations showed about 65 tracked
+objects per waiting step (closures and their cells, an Event with its waiter set, the read snapshot and its rows,
+the encoded state); trimmed to the coroutines and a few slotted objects (``controller/posture/engine.py``,
+``controller/domain.py``, :class:`actors.registry.OneShot`), young collections per event fell by 60% and the
+actor-step CPU by a fifth to a third. Keep objects that wait for a commit lean.
+
 :class:`GcMonitor` records every collection's pause (what ``/metrics``-style monitoring and the benchmarks read).
 """
 
