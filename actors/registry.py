@@ -39,7 +39,8 @@ class OneShot(Generic[T]):
 
     The receiver parks on Trio's low-level wait and ``send`` reschedules it, with no ``trio.Event``: an Event, its
     set of waiters and the closure its ``wait`` creates were a fifth of the objects each in-flight actor step and
-    write left for the garbage collector. A later ``send`` replaces the value; a cancelled receiver stops waiting.
+    write left for the garbage collector. A waiting receiver gets the first value sent; a later ``send`` only
+    changes what a later :meth:`receive` returns. A cancelled receiver stops waiting.
     """
 
     __slots__ = ("_sent", "_value", "_waiter")
@@ -61,7 +62,8 @@ class OneShot(Generic[T]):
         """Await the value sent, waiting for it if needed (a checkpoint either way).
 
         A plain method returning Trio's parking coroutine, as :meth:`actors.mailbox.Mailbox.wait` does: a waiting
-        receiver holds no frame of ours (every actor step waits on one for its write).
+        receiver holds no frame of ours (every actor step waits on one for its write). It registers the calling
+        task as the receiver, so await the result at once, in that task.
 
         Raises:
             RuntimeError: another task is already waiting on this slot.

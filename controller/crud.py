@@ -139,9 +139,10 @@ def delete_row(ctx: WriteContext, resource: Resource, row_id: str) -> dict[str, 
     old = ctx.txn.get(resource.kind, row_id)
     if old is None:
         raise not_found(resource.singular, row_id)
+    # Every write made on the way to the delete below records a change; if one did, this row may have changed too.
+    written = len(ctx.changes)
     if resource.hooks.before_delete is not None:
         resource.hooks.before_delete(ctx, old)
-    written = len(ctx.changes)
     for other, f in ctx.registry.referencing_fields(resource.kind):
         holders = ctx.txn.ids_by_ref(other.kind, f.name, row_id)
         if not holders:
@@ -162,7 +163,7 @@ def delete_row(ctx: WriteContext, resource: Resource, row_id: str) -> dict[str, 
             if row is not None:
                 stripped = [r for r in row.get(f.name) or [] if r != f"@{row_id}"]
                 _write_internal(ctx, other, {**row, f.name: stripped}, row)
-    # A cascade above may have rewritten this very row (a self-reference): then the store must read it again.
+    # A cascade above may have rewritten this very row (a self-reference): then the store reads it again.
     ctx.txn.delete(resource.kind, row_id, stored=old if len(ctx.changes) == written else None)
     if resource.hooks.after_write is not None:
         resource.hooks.after_write(ctx, old, None)

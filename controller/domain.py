@@ -22,10 +22,12 @@ from controller.writer import Writer
 from storage.query import FieldType, Symbol
 from storage.store import ReadTxn, Store, WriteTxn
 
-__all__ = ["Domain"]
+__all__ = ["Barrier", "ChangeListener", "Domain"]
 
 T = TypeVar("T")
-ChangeListener = Callable[[list[Change]], Awaitable[None] | None]
+# A listener may return a barrier: a function whose awaitable the write's caller awaits before it is answered.
+Barrier = Callable[[], Awaitable[None]]
+ChangeListener = Callable[[list[Change]], Barrier | None]
 _ATTRIBUTE_SYMBOLS = {"id": Symbol(FieldType.STRING)}
 
 
@@ -40,7 +42,9 @@ class Domain:
         self._listeners: list[ChangeListener] = []
 
     def subscribe(self, listener: ChangeListener) -> None:
-        """Call ``listener`` with the changes of every committed write (on the Trio thread, after commit)."""
+        """Call ``listener`` with the changes of every committed write, on the writer's task right after the commit
+        (whether or not the write's caller still waits). It must not block; what the caller must wait for it
+        returns as a barrier."""
         self._listeners.append(listener)
 
     def read(self) -> _Reading:
@@ -49,21 +53,16 @@ class Domain:
 
     async def write(self, fn: Callable[[WriteContext], T]) -> T:
         """Run ``fn`` in the next group commit and return its result once it is durable."""
-        mutation = _Mutation(fn, self.registry, self.clock.now())
-        result: T = await self.writer.submit(mutation)
-        changes = mutation.changes
-        if changes:
-            # A listener may return an awaitable: the write is not answered until it completes (the posture engine
-            # uses this so that a policy change has re-evaluated every affected session before the PATCH returns).
-            # A loop, not a comprehension: one would turn ``changes`` into a cell of this coroutine (an object
-            # more in every write waiting for its commit).
-            pending = []
-            for listener in self._listeners:
-                done = listener(changes)
-                if done is not None:
-                    pending.append(done)
-            for awaitable in pending:
-                await awaitable
+        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners)
+        # Listeners are told on the writer's task right after the commit, even when this caller has been cancelled
+        # meanwhile: a committed write whose listeners never ran would leave derived state (API-session caches,
+        # sessions to re-evaluate) behind the data.
+        result: T = await self.writer.submit(mutation, on_commit=mutation.committed)
+        # A listener may return a barrier: the write is not answered until it completes (the posture engine uses
+        # this so that a policy change has re-evaluated every affected session before the PATCH returns). A
+        # function rather than a coroutine, so that one whose caller has gone is simply dropped.
+        for barrier in mutation.pending:
+            await barrier()
         return result
 
     # Generic resource operations -----------------------------------------------------------------------------
@@ -164,13 +163,16 @@ class _Mutation:
     A slotted object rather than a closure: one is alive for every write waiting for its commit (under load, every
     actor step), and a closure with its cells is five objects for the garbage collector to traverse, this one."""
 
-    __slots__ = ("changes", "fn", "now", "registry")
+    __slots__ = ("changes", "fn", "listeners", "now", "pending", "registry")
 
-    def __init__(self, fn: Callable[[WriteContext], Any], registry: Registry, now: float) -> None:
+    def __init__(self, fn: Callable[[WriteContext], Any], registry: Registry, now: float,
+                 listeners: list[ChangeListener]) -> None:
         self.fn = fn
         self.registry = registry
         self.now = now
+        self.listeners = listeners
         self.changes: list[Change] | tuple[()] = ()
+        self.pending: list[Barrier] | tuple[()] = ()
 
     def __call__(self, txn: WriteTxn) -> Any:
         ctx = WriteContext(txn, self.registry, self.now)
@@ -178,6 +180,17 @@ class _Mutation:
         if ctx.changes:
             self.changes = ctx.changes
         return result
+
+    def committed(self) -> None:
+        """The write is durable: tell every listener about its changes, keeping what they ask to be awaited."""
+        if not self.changes:
+            return
+        pending = []
+        for listener in self.listeners:
+            done = listener(self.changes)
+            if done is not None:
+                pending.append(done)
+        self.pending = pending
 
 
 class _Reading:

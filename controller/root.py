@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +11,7 @@ from actors.messages import ApiSessionEnded, ReadState, Reevaluate
 from controller.auth import KIND as API_SESSIONS
 from controller.auth import ApiSessions
 from controller.clock import Clock
-from controller.domain import Domain
+from controller.domain import Barrier, Domain
 from controller.mfa import MfaService
 from controller.pki import Pki, ensure_pki
 from controller.posture.engine import PostureEngine
@@ -70,7 +70,7 @@ class Controller:
         sessions.restore()
         return controller
 
-    def _on_changes(self, changes: list[Change]) -> Awaitable[None] | None:
+    def _on_changes(self, changes: list[Change]) -> Barrier | None:
         """Tell the parts that keep derived state about committed writes.
 
         Returns a barrier when identities must re-evaluate their sessions: the write that caused it is answered only
@@ -91,7 +91,7 @@ class Controller:
                 reevaluate.update(self.sessions.identities())
         for identity_id in reevaluate:
             self.engine.post(identity_id, Reevaluate())
-        return self._settled(reevaluate) if reevaluate else None
+        return functools.partial(self._settled, reevaluate) if reevaluate else None
 
     async def _settled(self, identity_ids: set[str]) -> None:
         for identity_id in identity_ids:

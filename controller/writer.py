@@ -52,11 +52,12 @@ T = TypeVar("T")
 class _Request(OneShot[Outcome]):
     """A queued mutation; the writer sends its :class:`Outcome` once the batch holding it has committed."""
 
-    __slots__ = ("mutation",)
+    __slots__ = ("mutation", "on_commit")
 
-    def __init__(self, mutation: Mutation) -> None:
+    def __init__(self, mutation: Mutation, on_commit: Callable[[], object] | None) -> None:
         super().__init__()
         self.mutation = mutation
+        self.on_commit = on_commit
 
 
 class Writer:
@@ -92,10 +93,15 @@ class Writer:
             batch = self._take(first)
             self._answer(batch, run_batch(self._store, [request.mutation for request in batch]))
 
-    async def submit(self, mutation: Callable[[WriteTxn], T]) -> T:
-        """Run ``mutation`` in the next batch and return its result once committed; re-raise what it raised."""
+    async def submit(self, mutation: Callable[[WriteTxn], T], *, on_commit: Callable[[], object] | None = None) -> T:
+        """Run ``mutation`` in the next batch and return its result once committed; re-raise what it raised.
+
+        ``on_commit`` is called by the writer task right after the commit, whether or not this caller is still
+        waiting (a caller cancelled once its write is queued does not stop the write): what must follow every
+        committed write, such as telling subscribers, goes there. An exception it raises becomes this call's.
+        """
         await trio.lowlevel.checkpoint_if_cancelled()  # a caller already cancelled queues nothing
-        request = _Request(mutation)
+        request = _Request(mutation, on_commit)
         try:
             # Queued without a yield when there is room: the wait below is this call's checkpoint, and a second
             # trip through the scheduler per write showed up as a cost in every actor step.
@@ -125,6 +131,11 @@ class Writer:
         self.commits += 1
         self.mutations += len(batch)
         for request, result in zip(batch, outcomes, strict=True):
+            if result.error is None and request.on_commit is not None:
+                try:
+                    request.on_commit()
+                except Exception as exc:  # handed to the caller's request boundary, never the writer's end
+                    result = Outcome(error=exc)
             request.send(result)
 
     # Protected from KeyboardInterrupt (Trio delivers it to the main task instead): the open transaction and the

@@ -120,3 +120,55 @@ async def test_default_batch_bound_depends_on_where_commits_run(tmp_path: Path, 
     assert writer.mutations == queued
     assert writer.commits == -(-queued // cap)
     nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("in_thread", [False, True], ids=["inline", "in-thread"])
+async def test_a_full_queue_makes_submitters_wait_and_answers_each(tmp_path: Path, nursery: trio.Nursery,
+                                                                   in_thread: bool) -> None:
+    store = Store(tmp_path / "db", [LAYOUT], durable=False)
+    writer = Writer(store, in_thread=in_thread, max_batch=1)  # room for 4 queued writes
+    results: dict[int, str] = {}
+
+    async def submit(i: int) -> None:
+        results[i] = await writer.submit(_put(f"n{i:02}"))
+
+    async with trio.open_nursery() as submitters:
+        for i in range(12):
+            submitters.start_soon(submit, i)
+        await trio.testing.wait_all_tasks_blocked()  # 4 queued, 8 waiting for room, before the writer starts
+        await nursery.start(writer.run)
+    assert results == {i: f"stored n{i:02}" for i in range(12)}
+    assert writer.commits == 12
+    nursery.cancel_scope.cancel()
+
+
+async def test_a_cancelled_caller_does_not_stop_its_queued_write_or_its_commit_hook(writer: Writer) -> None:
+    committed: list[str] = []
+    scope = trio.CancelScope()
+
+    def cancel_then_put(txn: WriteTxn) -> str:
+        scope.cancel()  # the caller gives up while its write is in the batch
+        return str(_put("gone")(txn))
+
+    with scope:
+        await writer.submit(cancel_then_put, on_commit=lambda: committed.append("gone"))
+    assert scope.cancelled_caught
+    assert await writer.submit(_put("next"), on_commit=lambda: committed.append("next")) == "stored next"
+    assert committed == ["gone", "next"]
+    with _store(writer).read() as txn:
+        assert txn.exists("things", "gone")
+
+
+async def test_a_failing_commit_hook_fails_only_its_caller(writer: Writer) -> None:
+    def broken() -> None:
+        raise RuntimeError("listener")
+
+    async def other() -> str:
+        result: str = await writer.submit(_put("b"))
+        return result
+
+    with pytest.raises(RuntimeError, match="listener"):
+        await writer.submit(_put("a"), on_commit=broken)
+    assert await other() == "stored b"
+    with _store(writer).read() as txn:
+        assert txn.exists("things", "a")  # committed: only the caller's answer carries the hook's failure

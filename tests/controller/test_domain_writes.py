@@ -1,0 +1,72 @@
+"""Domain writes and what follows them: listeners told of every committed write, and identity actors whose identity
+was deleted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from actors.messages import CreateSession, EndpointStateReported, MfaPassed, ReadState
+from controller.errors import ApiError
+from controller.posture.engine import STATE_KIND
+from controller.resources.context import Change, WriteContext
+from controller.root import Controller
+
+
+async def test_listeners_hear_of_a_committed_write_whose_caller_was_cancelled(controller: Controller) -> None:
+    heard: list[tuple[str, str]] = []
+    controller.domain.subscribe(lambda changes: heard.extend((c.kind, c.id) for c in changes))
+    create = controller.domain.validated_create("identities", {"name": "late", "type": "User", "isAdmin": False})
+    scope = trio.CancelScope()
+
+    def cancel_then_create(ctx: WriteContext) -> dict[str, Any]:
+        scope.cancel()  # the caller (a request whose client went away) gives up while its write is in the batch
+        return create(ctx)
+
+    with scope:
+        await controller.domain.write(cancel_then_create)
+    assert scope.cancelled_caught
+    with controller.store.read() as txn:
+        [created] = [row for row in txn.scan("identities") if row["name"] == "late"]
+    assert heard == [("identities", created["id"])]
+
+
+async def test_a_barrier_is_awaited_by_the_caller_only(controller: Controller) -> None:
+    order: list[str] = []
+
+    async def barrier() -> None:
+        order.append("barrier")
+
+    def listener(changes: list[Change]) -> Any:
+        order.append("listener")
+        return barrier
+
+    controller.domain.subscribe(listener)
+    await controller.domain.create("identities", {"name": "waits", "type": "User", "isAdmin": False})
+    order.append("answered")
+    assert order == ["listener", "barrier", "answered"]
+
+
+async def test_an_actor_whose_identity_was_deleted_answers_and_drops_its_state(controller: Controller) -> None:
+    identity = await controller.domain.create("identities", {"name": "short-lived", "type": "User",
+                                                             "isAdmin": False})
+    identity_id = str(identity["id"])
+    controller.engine.post(identity_id, MfaPassed("api-1"))
+    await controller.engine.state(identity_id)
+    with controller.store.read() as txn:
+        assert txn.exists(STATE_KIND, identity_id)
+
+    await controller.domain.delete("identities", identity_id)
+    with pytest.raises(ApiError) as refused:
+        await controller.engine.ask(identity_id, lambda reply: CreateSession("api-1", "svc", "Dial", {}, reply))
+    assert refused.value.code == "UNAUTHORIZED"
+    with pytest.raises(ApiError) as missing:
+        await controller.engine.ask(identity_id, ReadState)
+    assert missing.value.code == "NOT_FOUND"
+    report = await controller.engine.ask(identity_id, lambda reply: EndpointStateReported("api-1", True, False,
+                                                                                          reply))
+    assert report == []
+    with controller.store.read() as txn:
+        assert not txn.exists(STATE_KIND, identity_id)
