@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Coroutine
 from typing import Any, Generic, TypeVar
 
+import outcome
 import trio
 
 __all__ = ["Mailbox"]
@@ -18,14 +19,48 @@ __all__ = ["Mailbox"]
 M = TypeVar("M")
 
 
-class Mailbox(Generic[M]):
-    """An unbounded single-consumer queue; ``put_nowait`` never blocks, ``get`` parks until a message arrives."""
+class SingleWaiter:
+    """At most one task parked on this object until the subclass wakes it: the parking both :class:`Mailbox` and
+    :class:`actors.registry.OneShot` use, with no ``trio.Event`` (an Event, its waiter set and the closure of its
+    ``wait`` would be kept by every waiting actor)."""
 
-    __slots__ = ("_items", "_waiter")
+    __slots__ = ("_waiter",)
 
     def __init__(self) -> None:
-        self._items: deque[M] | None = None
         self._waiter: trio.lowlevel.Task | None = None
+
+    def _park(self, busy: str) -> Coroutine[Any, Any, Any]:
+        """Register the calling task and return Trio's parking coroutine, which the caller awaits at once (so no
+        frame of ours stays parked). Its result is what :meth:`_wake` passes.
+
+        Raises:
+            RuntimeError: another task is already parked here (``busy`` says what that means).
+        """
+        if self._waiter is not None:
+            raise RuntimeError(busy)
+        self._waiter = trio.lowlevel.current_task()
+        return trio.lowlevel.wait_task_rescheduled(self._abort)  # noqa: ASYNC105
+
+    def _wake(self, value: object = None) -> None:
+        """Resume the parked task, if any, with ``value``."""
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            trio.lowlevel.reschedule(waiter, outcome.Value(value))
+
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+
+class Mailbox(SingleWaiter, Generic[M]):
+    """An unbounded single-consumer queue; ``put_nowait`` never blocks, ``get`` parks until a message arrives."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._items: deque[M] | None = None
 
     def __len__(self) -> int:
         items = self._items
@@ -36,10 +71,7 @@ class Mailbox(Generic[M]):
         if items is None:
             items = self._items = deque()
         items.append(message)
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            trio.lowlevel.reschedule(waiter)
+        self._wake()
 
     def get_nowait(self) -> M:
         """The oldest message; raises ``trio.WouldBlock`` when empty."""
@@ -70,13 +102,6 @@ class Mailbox(Generic[M]):
         """
         if self._items:
             raise RuntimeError("wait on a mailbox that holds messages")
-        if self._waiter is not None:
-            raise RuntimeError("a mailbox has one consumer")
-        self._waiter = trio.lowlevel.current_task()
-        # Returned, not awaited here: the caller awaits it at once (no frame of ours stays parked). A bound method
-        # rather than a closure: it lives as long as the actor is parked, in every parked actor.
-        return trio.lowlevel.wait_task_rescheduled(self._abort)  # noqa: ASYNC105
-
-    def _abort(self, _: object) -> trio.lowlevel.Abort:
-        self._waiter = None
-        return trio.lowlevel.Abort.SUCCEEDED
+        # Returned, not awaited here: the caller awaits it at once (no frame of ours stays parked). It parks with a
+        # bound method rather than a closure: it lives as long as the actor is parked, in every parked actor.
+        return self._park("a mailbox has one consumer")

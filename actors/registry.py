@@ -18,10 +18,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-import outcome
 import trio
 
-from actors.mailbox import Mailbox
+from actors.mailbox import Mailbox, SingleWaiter
 from actors.scheduler import Scheduler
 
 __all__ = ["ActorRegistry", "Behavior", "OneShot"]
@@ -34,29 +33,26 @@ E = TypeVar("E")
 T = TypeVar("T")
 
 
-class OneShot(Generic[T]):
+class OneShot(SingleWaiter, Generic[T]):
     """A reply slot of size one: one side calls :meth:`send`, one task awaits :meth:`receive`.
 
-    The receiver parks on Trio's low-level wait and ``send`` reschedules it, with no ``trio.Event``: an Event, its
-    set of waiters and the closure its ``wait`` creates were a fifth of the objects each in-flight actor step and
-    write left for the garbage collector. A waiting receiver gets the first value sent; a later ``send`` only
-    changes what a later :meth:`receive` returns. A cancelled receiver stops waiting.
+    The receiver parks as a mailbox's consumer does (:class:`actors.mailbox.SingleWaiter`): an Event, its set of
+    waiters and the closure its ``wait`` creates were a fifth of the objects each in-flight actor step and write
+    left for the garbage collector. A waiting receiver gets the first value sent; a later ``send`` only changes what
+    a later :meth:`receive` returns. A cancelled receiver stops waiting.
     """
 
-    __slots__ = ("_sent", "_value", "_waiter")
+    __slots__ = ("_sent", "_value")
 
     def __init__(self) -> None:
+        super().__init__()
         self._sent = False
         self._value: T | None = None
-        self._waiter: trio.lowlevel.Task | None = None
 
     def send(self, value: T) -> None:
         self._value = value
         self._sent = True
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            trio.lowlevel.reschedule(waiter, outcome.Value(value))
+        self._wake(value)
 
     def receive(self) -> Awaitable[T]:
         """Await the value sent, waiting for it if needed (a checkpoint either way).
@@ -70,14 +66,7 @@ class OneShot(Generic[T]):
         """
         if self._sent:
             return _checkpointed(self._value)  # type: ignore[arg-type]
-        if self._waiter is not None:
-            raise RuntimeError("a one-shot reply has one receiver")
-        self._waiter = trio.lowlevel.current_task()
-        return trio.lowlevel.wait_task_rescheduled(self._abort)  # noqa: ASYNC105
-
-    def _abort(self, _: object) -> trio.lowlevel.Abort:
-        self._waiter = None
-        return trio.lowlevel.Abort.SUCCEEDED
+        return self._park("a one-shot reply has one receiver")
 
 
 async def _checkpointed(value: T) -> T:

@@ -13,6 +13,7 @@ how late its revocations became durable.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -101,7 +102,7 @@ class IdentityBehavior:
                       effects: Sequence[Effect]) -> IdentityState:
         state, plan = self._plan(key, before, after, effects, self.domain.clock.now())
         if plan.gone:
-            await self.domain.write(_DropState(key))
+            await self.domain.write(functools.partial(_drop_state, key))
             _send(plan.replies)
             return IdentityState(key)
         created = None
@@ -223,16 +224,9 @@ class _StepWrite:
         return created
 
 
-class _DropState:
+def _drop_state(key: str, ctx: WriteContext) -> None:
     """The write of an actor whose identity is gone: delete its stored state."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-    def __call__(self, ctx: WriteContext) -> None:
-        ctx.txn.delete(STATE_KIND, self.key)
+    ctx.txn.delete(STATE_KIND, key)
 
 
 def _compact(state: IdentityState) -> IdentityState:

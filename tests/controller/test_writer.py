@@ -39,15 +39,15 @@ def _put(row_id: str, fail: bool = False, name: str | None = None) -> Any:
     return mutation
 
 
+async def _submit_into(results: dict[int, str], writer: Writer, i: int) -> None:
+    results[i] = await writer.submit(_put(f"n{i:02}"))
+
+
 async def test_concurrent_submits_share_commits(writer: Writer) -> None:
     results: dict[int, str] = {}
-
-    async def submit(i: int) -> None:
-        results[i] = await writer.submit(_put(f"n{i:02}"))
-
     async with trio.open_nursery() as nursery:
         for i in range(50):
-            nursery.start_soon(submit, i)
+            nursery.start_soon(_submit_into, results, writer, i)
     assert results == {i: f"stored n{i:02}" for i in range(50)}
     assert writer.mutations == 50
     assert 1 <= writer.commits < 50
@@ -128,13 +128,9 @@ async def test_a_full_queue_makes_submitters_wait_and_answers_each(tmp_path: Pat
     store = Store(tmp_path / "db", [LAYOUT], durable=False)
     writer = Writer(store, in_thread=in_thread, max_batch=1)  # room for 4 queued writes
     results: dict[int, str] = {}
-
-    async def submit(i: int) -> None:
-        results[i] = await writer.submit(_put(f"n{i:02}"))
-
     async with trio.open_nursery() as submitters:
         for i in range(12):
-            submitters.start_soon(submit, i)
+            submitters.start_soon(_submit_into, results, writer, i)
         await trio.testing.wait_all_tasks_blocked()  # 4 queued, 8 waiting for room, before the writer starts
         await nursery.start(writer.run)
     assert results == {i: f"stored n{i:02}" for i in range(12)}
