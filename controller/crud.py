@@ -7,41 +7,22 @@ read-check-write (unique names, references, referenced deletes) is atomic. Each 
 
 from __future__ import annotations
 
-import secrets
-import string
 from collections.abc import Mapping
 from typing import Any
 
 from controller.clock import format_time
 from controller.errors import ApiError, FieldError, field_cause, not_found
+from controller.ids import new_id
 from controller.resources.context import Change, WriteContext
 from controller.resources.spec import MISSING, Field, Mode, Resource, Variant
 from controller.roles import check_attributes, normalize_roles
 from storage.keys import MAX_KEY_BYTES, UnstorableValue
 from storage.store import UniqueViolation
 
-__all__ = ["create_row", "delete_row", "new_id", "put_row", "replace_row"]
-
-_ALPHABET = string.ascii_letters + string.digits
-_ID_TABLE = bytes(ord(_ALPHABET[b % len(_ALPHABET)]) if b < 248 else 0 for b in range(256))
-_ID_REJECTED = bytes(range(248, 256))
+__all__ = ["create_row", "delete_row", "put_row", "replace_row"]
 
 # Kinds whose role attributes are selected by policies and so may not look like selectors themselves.
 _ATTRIBUTE_CHECKED = {"identities", "services", "edge-routers"}
-
-
-def new_id() -> str:
-    """A short random id in the reference controller's style (10 characters, about 59 bits), each character
-    uniform over the alphabet.
-
-    One ``secrets`` call per id: random bytes below 248 (four times the 62 letters) map onto the alphabet by
-    their remainder, the others are dropped; 16 bytes leave fewer than 10 about once in 10^7 ids, which simply
-    draws again. (Drawing each character with ``secrets.choice`` cost ten system calls per create.)
-    """
-    while True:
-        chars = secrets.token_bytes(16).translate(_ID_TABLE, _ID_REJECTED)
-        if len(chars) >= 10:
-            return chars[:10].decode("ascii")
 
 
 def _default(f: Field) -> Any:
@@ -51,8 +32,12 @@ def _default(f: Field) -> Any:
 def create_row(ctx: WriteContext, resource: Resource, body: Mapping[str, Any], variant: Variant | None,
                row_id: str | None = None) -> dict[str, Any]:
     """Validate and store a new row built from a schema-valid body; returns the stored row."""
+    if row_id is None:
+        row_id = new_id(ctx.now)
+        while ctx.txn.exists(resource.kind, row_id):  # another process's id, or a clock set back since
+            row_id = new_id(ctx.now)
     now = format_time(ctx.now)
-    row: dict[str, Any] = {"id": row_id or new_id(), "createdAt": now, "updatedAt": now}
+    row: dict[str, Any] = {"id": row_id, "createdAt": now, "updatedAt": now}
     if resource.variants is not None and variant is not None:
         row[resource.variants.discriminator] = variant.value
     row["tags"] = body.get("tags") if body.get("tags") is not None else {}

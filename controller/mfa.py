@@ -22,8 +22,8 @@ import segno
 
 from actors.messages import MfaPassed, MfaRemoved, ReadState
 from controller.clock import format_time
-from controller.crud import new_id
 from controller.errors import ApiError, not_found
+from controller.ids import new_id
 from controller.resources.context import WriteContext
 
 if TYPE_CHECKING:

@@ -70,3 +70,13 @@ async def test_an_actor_whose_identity_was_deleted_answers_and_drops_its_state(c
     assert report == []
     with controller.store.read() as txn:
         assert not txn.exists(STATE_KIND, identity_id)
+
+
+async def test_a_create_never_takes_an_id_in_use(controller: Controller, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = await controller.domain.create("identities", {"name": "first", "type": "User", "isAdmin": False})
+    # Ids made elsewhere (another process, or before the clock was set back) may be ahead of this sequence.
+    offered = iter([str(first["id"]), "0000000001"])
+    monkeypatch.setattr("controller.crud.new_id", lambda now: next(offered))
+    second = await controller.domain.create("identities", {"name": "second", "type": "User", "isAdmin": False})
+    assert second["id"] == "0000000001"
+    assert controller.domain.detail("identities", str(first["id"]))["name"] == "first"
