@@ -225,7 +225,7 @@ class ApiSessions:
 
         def write(ctx: WriteContext) -> dict[str, Any]:
             identity = ctx.txn.get("identities", identity_id)
-            if identity is None or identity_disabled(identity, format_time(ctx.now)):
+            if identity is None or identity_disabled(identity, ctx.now):
                 raise ApiError("INVALID_AUTH")
             return create_row(ctx, resource, body, None)
 

@@ -86,7 +86,7 @@ def replace_row(ctx: WriteContext, resource: Resource, row_id: str, body: Mappin
 def put_row(ctx: WriteContext, resource: Resource, row: dict[str, Any], old: Mapping[str, Any] | None,
             mode: Mode) -> dict[str, Any]:
     """Check references, role lists and hooks, then store ``row`` and record the change."""
-    for f in resource.all_fields():
+    for f in resource.linked_fields():
         value = row.get(f.name)
         if f.ref and value is not None and not ctx.txn.exists(f.ref, value):
             raise FieldError(f.name, f"{ctx.registry[f.ref].singular} not found", value)

@@ -62,7 +62,7 @@ async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
             await _count_failure(controller, str(authenticator["id"]), identity, policy)
         raise ApiError("INVALID_AUTH")
     assert authenticator is not None
-    if identity is None or identity_disabled(identity, format_time(controller.clock.now())):
+    if identity is None or identity_disabled(identity, controller.clock.now()):
         raise ApiError("INVALID_AUTH")
     if policy is not None and not policy.get("primary", {}).get("updb", {}).get("allowed", True):
         raise ApiError("INVALID_AUTH")
@@ -138,7 +138,7 @@ async def _disable(controller: Any, identity_id: str, minutes: int, *, lockout: 
 
     def write(ctx: WriteContext) -> bool:
         old = ctx.txn.get("identities", identity_id)
-        if lockout and (old is None or old.get("isDefaultAdmin") or identity_disabled(old, format_time(ctx.now))):
+        if lockout and (old is None or old.get("isDefaultAdmin") or identity_disabled(old, ctx.now)):
             return False
         if old is None:
             raise not_found(resource.singular, identity_id)

@@ -35,7 +35,7 @@ def present(ctx: ReadContext, resource: Resource, row: Mapping[str, Any]) -> dic
     for association in ctx.registry.associations(resource.kind):
         links[association.path] = link(f"{resource.kind}/{row_id}/{association.path}")
     out["_links"] = links
-    for f in resource.all_fields():
+    for f in resource.linked_fields():
         if f.ref and f.ref_name:
             out[f.ref_name] = entity_ref(ctx, f.ref, row.get(f.name))
         if f.roles:

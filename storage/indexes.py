@@ -37,12 +37,14 @@ class IndexBuildError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Index:
-    """One index DB of a kind: ``keys(row)`` are the keys under which the row's id is stored in it."""
+    """One index DB of a kind: ``keys(row)`` are the keys under which the row's id is stored in it; ``fields``
+    the row fields they are made from."""
 
     name: str
     kind: str
     unique: bool
     keys: Callable[[Mapping[str, Any]], list[bytes]]
+    fields: tuple[str, ...] = ()
 
 
 def index_name(prefix: str, kind: str, fields: Iterable[str]) -> str:
@@ -73,10 +75,10 @@ def _composite_keys(fields: tuple[str, ...]) -> Callable[[Mapping[str, Any]], li
 def layout_indexes(layout: KindLayout) -> tuple[Index, ...]:
     """Every index the layout declares, in a fixed order (unique, set, ref, composite)."""
     kind = layout.kind
-    return (*(Index(index_name("u", kind, (f,)), kind, True, _value_keys(f)) for f in layout.unique),
-            *(Index(index_name("s", kind, (f,)), kind, False, _element_keys(f)) for f in layout.sets),
-            *(Index(index_name("f", kind, (f,)), kind, False, _value_keys(f)) for f in layout.refs),
-            *(Index(index_name("c", kind, fs), kind, False, _composite_keys(fs)) for fs in layout.composites))
+    return (*(Index(index_name("u", kind, (f,)), kind, True, _value_keys(f), (f,)) for f in layout.unique),
+            *(Index(index_name("s", kind, (f,)), kind, False, _element_keys(f), (f,)) for f in layout.sets),
+            *(Index(index_name("f", kind, (f,)), kind, False, _value_keys(f), (f,)) for f in layout.refs),
+            *(Index(index_name("c", kind, fs), kind, False, _composite_keys(fs), fs) for fs in layout.composites))
 
 
 def open_indexes(env: Any, indexes: Mapping[str, Sequence[Index]]) -> dict[str, Any]:

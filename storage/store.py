@@ -213,27 +213,35 @@ class WriteTxn(ReadTxn):
         """
         layout = self._store.layout(kind)
         row_id = str(row["id"])
-        check_row_keys(layout, row)
+        key = to_key(row_id)
+        indexes = self._store.indexes(kind)
+        # Every key the row goes under, made once: checked before anything is written, then put.
+        entries = [(index, db, index.keys(row)) for index, db in indexes]
+        if not is_storable(key) or not all(is_storable(k) for _index, _db, keys in entries for k in keys):
+            check_row_keys(layout, row)  # raises, naming the field and the value
         if layout.watched:
             self._store.watched_write(self._txn.id())
-        indexes = self._store.indexes(kind)
         if not indexes:
             # Nothing to keep in step (the identity actors' state, written on every step): no need to read and
             # decode the row this replaces.
-            self._txn.put(to_key(row_id), encode(row), db=self._store.rows_db(kind))
+            self._txn.put(key, encode(row), db=self._store.rows_db(kind))
             return
         old = self.get(kind, row_id)
-        for field in layout.unique:
-            value = row.get(field)
-            if value is None or (old is not None and old.get(field) == value):
+        for index, db, keys in entries:
+            if not index.unique or not keys:
                 continue
-            holder = self.by_unique(kind, field, value)
-            if holder is not None and holder != row_id:
-                raise UniqueViolation(kind, field, value)
+            [field] = index.fields
+            if old is not None and old.get(field) == row.get(field):
+                continue
+            holder = self._txn.get(keys[0], db=db)
+            if holder is not None and holder != key:
+                raise UniqueViolation(kind, field, row.get(field))
         if old is not None:
             self._unindex(layout, old)
-        self._txn.put(to_key(row_id), encode(row), db=self._store.rows_db(kind))
-        self._index(layout, row)
+        self._txn.put(key, encode(row), db=self._store.rows_db(kind))
+        for _index, db, keys in entries:
+            for index_key in keys:
+                self._txn.put(index_key, key, db=db)
 
     def delete(self, kind: str, row_id: str, *, stored: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """Delete a row and its index entries; returns the deleted row, or None when there was none.
@@ -263,12 +271,6 @@ class WriteTxn(ReadTxn):
 
     def set_meta(self, key: str, value: Any) -> None:
         self._txn.put(key.encode(), encode(value), db=self._store.meta_db)
-
-    def _index(self, layout: KindLayout, row: Mapping[str, Any]) -> None:
-        row_id = to_key(row["id"])
-        for index, db in self._store.indexes(layout.kind):
-            for key in index.keys(row):
-                self._txn.put(key, row_id, db=db)
 
     def _unindex(self, layout: KindLayout, row: Mapping[str, Any]) -> None:
         row_id = to_key(row["id"])

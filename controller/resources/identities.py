@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from controller.clock import format_time
 from controller.errors import ApiError, FieldError
 from controller.present import entity_ref
 from controller.resources.context import ReadContext, WriteContext
@@ -26,12 +27,13 @@ TYPES = ("User", "Device", "Service", "Router", "Default")
 PRECEDENCES = ["default", "required", "failed"]
 
 
-def identity_disabled(row: Mapping[str, Any], now_iso: str) -> bool:
-    """Disabled while ``disabledAt`` is set and ``disabledUntil`` is null (indefinite) or still ahead."""
+def identity_disabled(row: Mapping[str, Any], now: float) -> bool:
+    """Disabled while ``disabledAt`` is set and ``disabledUntil`` is null (indefinite) or still ahead of ``now``
+    (epoch seconds)."""
     if not row.get("disabledAt"):
         return False
     until = row.get("disabledUntil")
-    return until is None or until > now_iso
+    return until is None or until > format_time(now)
 
 
 def _validate(ctx: WriteContext, row: dict[str, Any], old: Mapping[str, Any] | None, mode: Mode) -> None:
@@ -58,11 +60,9 @@ def _after_write(ctx: WriteContext, old: Mapping[str, Any] | None, new: Mapping[
 
 
 def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
-    from controller.clock import format_time
-
     out["typeId"] = row.get("type", "Default")
     out["type"] = entity_ref(ctx, "identity-types", out["typeId"])
-    out["disabled"] = identity_disabled(row, format_time(ctx.now))
+    out["disabled"] = identity_disabled(row, ctx.now)
     out.setdefault("disabledAt", None)
     out.setdefault("disabledUntil", None)
     authenticators: dict[str, Any] = {}

@@ -208,6 +208,7 @@ class Resource:
 
     # Every write and every presented row asks for all_fields(): derived once, when the spec is made.
     _all_fields: tuple[Field, ...] = field(init=False, repr=False, compare=False, default=())
+    _linked_fields: tuple[Field, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         seen: dict[str, Field] = {}
@@ -218,15 +219,20 @@ class Resource:
         if unknown:
             raise ValueError(f"{self.kind}: indexes name fields it does not have: {sorted(unknown)}")
         object.__setattr__(self, "_all_fields", tuple(seen.values()))  # frozen: set once, here
+        object.__setattr__(self, "_linked_fields", tuple(f for f in seen.values() if f.ref or f.roles))
 
     def all_fields(self) -> tuple[Field, ...]:
         """Common fields, own fields, then every variant's fields (first definition of a name wins)."""
         return self._all_fields
 
+    def linked_fields(self) -> tuple[Field, ...]:
+        """The fields that name other rows: references (``ref``) and role lists (``roles``), in
+        :meth:`all_fields` order."""
+        return self._linked_fields
+
     def fields_for(self, variant: Variant | None) -> tuple[Field, ...]:
         """The fields a request body of the given variant may carry (common fields excluded)."""
-        own = tuple(f for f in self.fields)
-        return own + (variant.fields if variant else ())
+        return self.fields + variant.fields if variant else self.fields
 
     def field(self, name: str) -> Field | None:
         for f in self.all_fields():
