@@ -74,5 +74,6 @@ def _encode(value: int, width: int) -> str:
     return "".join(reversed(chars))
 
 
-_PAIRS = [_encode(n, 2) for n in range(_BASE**2)]  # the sequence's first two characters, by value // 62
+# The sequence's first two characters, by value // 62: index n holds the digits of n in base 62.
+_PAIRS = [high + low for high in ID_ALPHABET for low in ID_ALPHABET]
 new_id = IdSequence().next
