@@ -114,8 +114,9 @@ def _notes(rounds: list[Round]) -> list[str]:
     return [
         f"{len(rounds)} rounds, medians; ratios are medians of per-round ratios against the mean of the baseline "
         f"slots measured just before and after each round; values of {rounds[0]['value_size']} bytes (one encoded "
-        "identity row) in every workload; 'per commit' is writes acknowledged per fsync commit; 'commit ms' is the "
-        "mean time of one such commit (page writes and fsync) on the writer's pinned thread",
+        "identity row) in every workload; the raw puts are keyed as the controller keys its rows (ids in creation "
+        "order, controller/ids.py); 'per commit' is writes acknowledged per fsync commit; 'commit ms' is the mean "
+        "time of one such commit (page writes and fsync) on the writer's pinned thread",
         f"one writer's create: its commit alone took {_med(rounds, _get('create', '1', 'commit_ms')):.3g} ms on "
         f"average, {_ratio(rounds, _get('create', '1', 'commit_ms'), _get('raw', 'put', 'p50_ms')):.3g}x one raw "
         "fsync commit's p50 (a create dirties the row, its index entries and their B-tree paths, where the raw put "
