@@ -44,7 +44,7 @@ class Index:
     kind: str
     unique: bool
     keys: Callable[[Mapping[str, Any]], list[bytes]]
-    fields: tuple[str, ...] = ()
+    fields: tuple[str, ...]
 
 
 def index_name(prefix: str, kind: str, fields: Iterable[str]) -> str:

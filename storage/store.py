@@ -214,22 +214,19 @@ class WriteTxn(ReadTxn):
         layout = self._store.layout(kind)
         row_id = str(row["id"])
         key = to_key(row_id)
+        # Every key the row goes under, made once: checked before anything is written, then put. (No list at all
+        # for a kind without indexes: the actors' state is put on every step.)
         indexes = self._store.indexes(kind)
-        if not indexes:
-            # Nothing to keep in step (the identity actors' state, written on every step): no need to read and
-            # decode the row this replaces.
-            if not is_storable(key):
-                check_row_keys(layout, row)  # raises, naming the id
-            if layout.watched:
-                self._store.watched_write(self._txn.id())
-            self._txn.put(key, encode(row), db=self._store.rows_db(kind))
-            return
-        # Every key the row goes under, made once: checked before anything is written, then put.
-        entries = [(index, db, index.keys(row)) for index, db in indexes]
-        if not is_storable(key) or not all(is_storable(k) for _index, _db, keys in entries for k in keys):
+        entries = [(index, db, index.keys(row)) for index, db in indexes] if indexes else ()
+        if not is_storable(key) or (entries and not all(is_storable(k) for _i, _db, keys in entries for k in keys)):
             check_row_keys(layout, row)  # raises, naming the field and the value
         if layout.watched:
             self._store.watched_write(self._txn.id())
+        if not entries:
+            # Nothing to keep in step (the identity actors' state, written on every step): no need to read and
+            # decode the row this replaces.
+            self._txn.put(key, encode(row), db=self._store.rows_db(kind))
+            return
         old = self.get(kind, row_id)
         for index, db, keys in entries:
             if not index.unique or not keys:
