@@ -2,6 +2,8 @@
 
 Candidate rows come from the narrowest source available (an association's ids, a roleFilter selection, or an index
 hint from the filter) before the compiled predicate runs, so filters on indexed fields never scan a whole kind.
+The predicate and the sort see only the stored fields they read (``Query.fields``), decoded from each candidate;
+only the page's rows are read whole. A page with neither filter nor sort reads nothing but its own rows.
 """
 
 from __future__ import annotations
@@ -14,7 +16,18 @@ from controller.errors import ApiError, field_cause, nested_cause
 from controller.resources.context import ReadContext
 from controller.resources.spec import Resource
 from controller.roles import parse_semantic, require_role_filter_entries, select_ids
-from storage.query import IndexHint, Query, QueryError, SortError, Symbol, compile_filter, order_rows, parse_sort
+from storage.query import (
+    IndexHint,
+    Query,
+    QueryError,
+    SortError,
+    SortKey,
+    Symbol,
+    compile_filter,
+    order_rows,
+    parse_sort,
+    stored_fields,
+)
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "ListParams", "Page", "list_rows", "page_values"]
 
@@ -22,6 +35,7 @@ DEFAULT_LIMIT = 10
 MAX_LIMIT = 500
 MAX_OFFSET = 100_000
 NO_LIMIT = 9223372036854775807
+_ID_ONLY = frozenset({"id"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +122,41 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
         hinted = _candidates_from_hint(ctx, resource.kind, query.index_hint, unique)
         if hinted is not None:
             ids = hinted if ids is None else ids & hinted
-    source: Iterable[Mapping[str, Any]] = (ctx.txn.scan(resource.kind) if ids is None
-                                           else ctx.txn.get_many(resource.kind, sorted(ids)))
-    matched = [row for row in source if query.predicate(row)]
-    ordered: Sequence[Mapping[str, Any]] = order_rows(matched, sort, symbols) if sort else matched
-    window = ordered[offset:] if limit == -1 else ordered[offset:offset + limit]
+    page_size = None if limit == -1 else limit
+    window: Sequence[Mapping[str, Any]]
+    if ids is None and not query.filters and not sort:
+        # Plain paging: the count is the table's, the page a slice of its keys; only the page's rows are read.
+        total = ctx.txn.count(resource.kind)
+        window = ctx.txn.get_many(resource.kind, ctx.txn.ids(resource.kind, offset, page_size))
+    else:
+        fields = _read_fields(query, sort, symbols)
+        matched = [row for row in _candidate_rows(ctx, resource.kind, ids, fields) if query.predicate(row)]
+        ordered: Sequence[Mapping[str, Any]] = order_rows(matched, sort, symbols) if sort else matched
+        window = ordered[offset:] if page_size is None else ordered[offset:offset + page_size]
+        total = len(matched)
+        if fields is not None:
+            # The filter saw only the fields it reads; the page's rows are read whole.
+            window = ctx.txn.get_many(resource.kind, [row["id"] for row in window])
     meta = {
         "filterableFields": sorted(symbols),
-        "pagination": {"limit": NO_LIMIT if limit == -1 else limit, "offset": offset, "totalCount": len(matched)},
+        "pagination": {"limit": NO_LIMIT if limit == -1 else limit, "offset": offset, "totalCount": total},
     }
     return Page(list(window), meta)
+
+
+def _read_fields(query: Query, sort: Sequence[SortKey], symbols: Mapping[str, Symbol]) -> frozenset[str] | None:
+    """The stored fields that filtering and ordering read, with ``id``; ``None`` when they need whole rows."""
+    if query.fields is None:
+        return None
+    extra = stored_fields((key.field for key in sort), symbols)
+    return None if extra is None else query.fields | extra | {"id"}
+
+
+def _candidate_rows(ctx: ReadContext, kind: str, ids: set[str] | None,
+                    fields: frozenset[str] | None) -> Iterable[Mapping[str, Any]]:
+    """The rows to filter (only ``fields`` of each, when given), in id byte order."""
+    if fields == _ID_ONLY:
+        # Nothing but ids to read: the keys alone (an existence check per candidate) instead of decoding rows.
+        present_ids = ctx.txn.ids(kind) if ids is None else [i for i in sorted(ids) if ctx.txn.exists(kind, i)]
+        return ({"id": row_id} for row_id in present_ids)
+    return ctx.txn.scan(kind, fields) if ids is None else ctx.txn.get_many(kind, sorted(ids), fields)

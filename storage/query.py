@@ -43,6 +43,7 @@ __all__ = [
     "compile_filter",
     "order_rows",
     "parse_sort",
+    "stored_fields",
 ]
 
 # Whitespace is insignificant between tokens. The reference grammar demands it in some places (around `and`), which
@@ -204,9 +205,43 @@ def compile_filter(text: str | None, symbols: Mapping[str, Symbol]) -> Query:
             fields used without a set function, type mismatches, sorting by a set field, bad skip/limit numbers.
     """
     if text is None or not text.strip():
-        return Query(_always, (), None, None, None)
-    compiled = compile_query(_parse(text, "query"), symbols)
-    return Query(compiled.predicate, compiled.sort, compiled.skip, compiled.limit, compiled.index_hint)
+        return Query(_always, (), None, None, None, filters=False, fields=frozenset())
+    tree = _parse(text, "query")
+    compiled = compile_query(tree, symbols)
+    names = tree.scan_values(lambda v: isinstance(v, Token) and v.type == "IDENT")
+    return Query(compiled.predicate, compiled.sort, compiled.skip, compiled.limit, compiled.index_hint,
+                 filters=tree.children[0] is not None, fields=stored_fields(map(str, names), symbols))
+
+
+def stored_fields(names: Iterable[str], symbols: Mapping[str, Symbol]) -> frozenset[str] | None:
+    """The stored fields that reading the symbols ``names`` (as a filter or sort writes them) takes, or ``None``
+    when one of them reads more than a stored field: a symbol with its own getter, or related rows.
+
+    The names must already have compiled against ``symbols``. Any name this cannot place gives ``None`` (the whole
+    row), which is always safe: the inner names of ``from x where ...`` never get here alone, since ``x`` is
+    related rows.
+    """
+    fields = set()
+    for name in names:
+        field = _stored_field(name, symbols)
+        if field is None:
+            return None
+        fields.add(field)
+    return frozenset(fields)
+
+
+def _stored_field(name: str, symbols: Mapping[str, Symbol]) -> str | None:
+    # The same lookup order as storage/query_compile.py's _resolve: the exact name, then the longest known prefix.
+    sym = symbols.get(name)
+    if sym is not None:
+        return name if sym.getter is None and sym.type is not FieldType.SUBQUERY else None
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:cut])
+        sym = symbols.get(head)
+        if sym is not None:
+            return head if sym.type is FieldType.MAP and sym.getter is None else None
+    return "id" if name == "id" else None
 
 
 def parse_sort(text: str, symbols: Mapping[str, Symbol]) -> tuple[SortKey, ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import lmdb
 from storage.indexes import Index, layout_indexes, open_indexes
 from storage.keys import check_row_keys, composite_key, is_storable, to_key
 from storage.ownership import StoreInUse, claim, release
-from storage.rows import decode, decode_row, encode
+from storage.rows import decode, decode_row, encode, projection
 from storage.shared_memo import SharedMemo
 
 __all__ = ["KindLayout", "ReadTxn", "Reading", "SharedMemo", "Store", "StoreInUse", "UniqueViolation", "WriteTxn"]
@@ -112,34 +113,40 @@ class ReadTxn:
         data = self._txn.get(key, db=self._store.rows_db(kind))
         return None if data is None else decode_row(data)
 
-    def get_many(self, kind: str, ids: Iterable[str]) -> list[dict[str, Any]]:
-        """Rows for the ids that exist, in the order given."""
+    def get_many(self, kind: str, ids: Iterable[str], fields: frozenset[str] | None = None) -> list[dict[str, Any]]:
+        """Rows for the ids that exist, in the order given; only ``fields`` of each when given
+        (:func:`storage.rows.projection`)."""
         db = self._store.rows_db(kind)
+        decode_data = decode_row if fields is None else projection(fields)
         rows = []
         for row_id in ids:
             key = to_key(row_id)
             data = self._txn.get(key, db=db) if is_storable(key) else None
             if data is not None:
-                rows.append(decode_row(data))
+                rows.append(decode_data(data))
         return rows
 
     def exists(self, kind: str, row_id: str) -> bool:
         key = to_key(row_id)
         return is_storable(key) and self._txn.get(key, db=self._store.rows_db(kind)) is not None
 
-    def scan(self, kind: str) -> Iterator[dict[str, Any]]:
-        """Every row of the kind, in id byte order (valid only while the transaction is open)."""
+    def scan(self, kind: str, fields: frozenset[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Every row of the kind, in id byte order (valid only while the transaction is open); only ``fields`` of
+        each when given (:func:`storage.rows.projection`)."""
+        decode_data = decode_row if fields is None else projection(fields)
         cursor = self._txn.cursor(db=self._store.rows_db(kind))
         # A cursor left open by an unfinished iteration would pin its reader slot after the transaction ends
         # (py-lmdb keeps the slot while any cursor lives), so the transaction closes its cursors when it ends.
         self._cursors.append(cursor)
         with cursor:
             for _key_bytes, data in cursor:
-                yield decode_row(data)
+                yield decode_data(data)
 
-    def ids(self, kind: str) -> list[str]:
+    def ids(self, kind: str, offset: int = 0, limit: int | None = None) -> list[str]:
+        """The kind's ids in byte order, from the ``offset``-th, at most ``limit`` of them; no row is read."""
         with self._txn.cursor(db=self._store.rows_db(kind)) as cursor:
-            return [_text(k) for k in cursor.iternext(keys=True, values=False)]
+            keys = islice(cursor.iternext(keys=True, values=False), offset, None if limit is None else offset + limit)
+            return [_text(k) for k in keys]
 
     def count(self, kind: str) -> int:
         return int(self._txn.stat(self._store.rows_db(kind))["entries"])

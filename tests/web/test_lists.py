@@ -247,9 +247,9 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     scanned: list[str] = []
     original = ReadTxn.scan
 
-    def scan(self: ReadTxn, kind: str) -> Iterator[dict[str, Any]]:
+    def scan(self: ReadTxn, kind: str, fields: frozenset[str] | None = None) -> Iterator[dict[str, Any]]:
         scanned.append(kind)
-        return original(self, kind)
+        return original(self, kind, fields)
 
     monkeypatch.setattr(ReadTxn, "scan", scan)
     yield scanned
