@@ -124,7 +124,7 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
             ids = hinted if ids is None else ids & hinted
     page_size = None if limit == -1 else limit
     window: Sequence[Mapping[str, Any]]
-    if ids is None and not query.filters and not sort:
+    if ids is None and not query.has_condition and not sort:
         # Plain paging: the count is the table's, the page a slice of its keys; only the page's rows are read.
         total = ctx.txn.count(resource.kind)
         window = ctx.txn.get_many(resource.kind, ctx.txn.ids(resource.kind, offset, page_size))

@@ -8,6 +8,7 @@ section describes.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -22,33 +23,39 @@ _encoder = msgspec.json.Encoder(enc_hook=str)  # a value JSON cannot hold is wri
 
 
 class JsonFormatter(logging.Formatter):
-    """Render a record as ``{"time", "level", "logger", "event", ...extra}``; ``time`` is UTC to the millisecond."""
+    """Render a record as ``{"time", "level", "logger", "event", ...extra}``: compact JSON in UTF-8, ``time`` in
+    UTC to the millisecond (the record's own ``msecs``, as the standard formatter takes them)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._second = -1
-        self._second_text = ""
+        # (second, its text) in one attribute, so that a reader never pairs one second with another's text.
+        self._second: tuple[int, str] = (-1, "")
 
-    def _time(self, created: float) -> str:
-        second = int(created)
-        if second != self._second:
-            self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-            self._second = second
-        return f"{self._second_text}.{int((created - second) * 1000):03d}Z"
+    def _time(self, record: logging.LogRecord) -> str:
+        second = int(record.created)
+        cached, text = self._second
+        if second != cached:
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
+        return f"{text}.{int(record.msecs):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "time": self._time(record.created),
+            "time": self._time(record),
             "level": record.levelname.lower(),
             "logger": record.name,
             "event": record.getMessage(),
         }
         for key, value in record.__dict__.items():
-            if key not in _STANDARD and key[0] != "_":
+            if key not in _STANDARD and not key.startswith("_"):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return _encoder.encode(entry).decode()
+        try:
+            return _encoder.encode(entry).decode()
+        except UnicodeEncodeError:
+            # Text UTF-8 cannot hold (a lone surrogate, say from a third-party message): escaped, never lost.
+            return json.dumps(entry, default=str)
 
 
 def configure_logging(level: str = "INFO") -> None:

@@ -205,12 +205,15 @@ def compile_filter(text: str | None, symbols: Mapping[str, Symbol]) -> Query:
             fields used without a set function, type mismatches, sorting by a set field, bad skip/limit numbers.
     """
     if text is None or not text.strip():
-        return Query(_always, (), None, None, None, filters=False, fields=frozenset())
+        return Query(_always, (), None, None, None, has_condition=False, fields=frozenset())
     tree = _parse(text, "query")
     compiled = compile_query(tree, symbols)
-    names = tree.scan_values(lambda v: isinstance(v, Token) and v.type == "IDENT")
+    condition = tree.children[0]
+    names = [str(v) for v in condition.scan_values(lambda v: isinstance(v, Token) and v.type == "IDENT")
+             ] if isinstance(condition, Tree) else []
     return Query(compiled.predicate, compiled.sort, compiled.skip, compiled.limit, compiled.index_hint,
-                 filters=tree.children[0] is not None, fields=stored_fields(map(str, names), symbols))
+                 has_condition=condition is not None,
+                 fields=stored_fields([*names, *(key.field for key in compiled.sort)], symbols))
 
 
 def stored_fields(names: Iterable[str], symbols: Mapping[str, Symbol]) -> frozenset[str] | None:

@@ -102,7 +102,7 @@ class Query:
         skip: From ``skip N`` in the filter, else ``None``.
         limit: From ``limit N`` in the filter; ``-1`` for ``limit none``; else ``None``.
         index_hint: Candidate rows from an index, if the first usable top-level conjunct allows it.
-        filters: Whether there was a boolean expression (without one every row matches).
+        has_condition: Whether there was a boolean expression (without one every row matches).
         fields: The stored fields that the predicate and ``sort`` read (``row.get(name)``), or ``None`` when they
             read more than stored fields (a symbol with its own getter, related rows). A caller may then hand the
             predicate rows that hold only these fields and ``id``.
@@ -113,5 +113,5 @@ class Query:
     skip: int | None
     limit: int | None
     index_hint: IndexHint | None
-    filters: bool = True
+    has_condition: bool = True
     fields: frozenset[str] | None = None

@@ -12,6 +12,7 @@ def _record(created: float, **extra: object) -> logging.LogRecord:
     record = logging.makeLogRecord({"name": "tollgate.access", "msg": "request %s", "args": ("done",),
                                     "levelname": "INFO", "levelno": logging.INFO, **extra})
     record.created = created
+    record.msecs = int((created - int(created)) * 1000)
     return record
 
 
@@ -52,3 +53,9 @@ def test_an_exception_is_rendered_with_its_traceback() -> None:
         record.exc_info = sys.exc_info()
     line = json.loads(JsonFormatter().format(record))
     assert line["exception"].startswith("Traceback") and "ValueError: boom" in line["exception"]
+
+
+def test_text_utf8_cannot_hold_is_escaped_instead_of_losing_the_line() -> None:
+    line = JsonFormatter().format(_record(0.0, path="/\udcff", **{"": "empty key"}))
+    assert json.loads(line)["path"] == "/\udcff"
+    assert json.loads(line)[""] == "empty key"
