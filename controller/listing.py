@@ -1,7 +1,8 @@
 """List queries: filter, roleFilter, sort, paging and the list ``meta`` block.
 
 Candidate rows come from the narrowest source available (an association's ids, a roleFilter selection, or an index
-hint from the filter) before the compiled predicate runs, so filters on indexed fields never scan a whole kind.
+hint from the filter) before the compiled predicate runs, so filters on indexed fields do not scan a whole kind
+(except a role attribute that half the kind or more holds, where one pass costs less: ``_candidates_from_hint``).
 The predicate and the sort see only the stored fields they read (``Query.fields``), decoded from each candidate;
 only the page's rows are read whole. A page with neither filter nor sort reads nothing but its own rows.
 """
@@ -74,13 +75,25 @@ def compile_query(text: str | None, symbols: Mapping[str, Symbol]) -> Query:
         raise ApiError("INVALID_FILTER", nested_cause(exc.message)) from None
 
 
-def _candidates_from_hint(ctx: ReadContext, kind: str, hint: IndexHint, unique: set[str]) -> set[str] | None:
+def _candidates_from_hint(ctx: ReadContext, kind: str, hint: IndexHint, unique: set[str],
+                          only_narrowing: bool) -> set[str] | None:
+    """The rows an index gives for ``hint``, or None to read the whole kind instead.
+
+    With ``only_narrowing``, a role-attribute hint that would select half the kind or more gives None: reading
+    those candidates one by one costs about 1.7 times as much per row as one pass over the kind (measured: a
+    filter matching 10k of 10k identities, 229M instructions through the index, 132M in one pass), so the index
+    pays only when it leaves out most rows. The count sums each value's rows, so a row holding two of them counts
+    twice: an overestimate that only ever chooses the pass.
+    """
     if hint.field == "id":
         return set(hint.values)
     if hint.field in unique:
         found = (ctx.txn.by_unique(kind, hint.field, v) for v in hint.values)
         return {i for i in found if i is not None}
     if hint.field == "roleAttributes":
+        if only_narrowing and sum(ctx.txn.count_by_set(kind, hint.field, v)
+                                  for v in hint.values) * 2 >= ctx.txn.count(kind):
+            return None
         return {i for v in hint.values for i in ctx.txn.ids_by_set(kind, hint.field, v)}
     return None
 
@@ -119,7 +132,7 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
         parse_semantic(params.role_semantic)
     if query.index_hint is not None:
         unique = {f.name for f in resource.all_fields() if f.unique}
-        hinted = _candidates_from_hint(ctx, resource.kind, query.index_hint, unique)
+        hinted = _candidates_from_hint(ctx, resource.kind, query.index_hint, unique, only_narrowing=ids is None)
         if hinted is not None:
             ids = hinted if ids is None else ids & hinted
     page_size = None if limit == -1 else limit

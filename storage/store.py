@@ -161,6 +161,14 @@ class ReadTxn:
     def ids_by_set(self, kind: str, field: str, element: str) -> list[str]:
         return self._dups(self._store.index_db("s", kind, field), to_key(element))
 
+    def count_by_set(self, kind: str, field: str, element: str) -> int:
+        """How many rows hold ``element`` in the indexed set ``field``, without reading their ids."""
+        key = to_key(element)
+        if not is_storable(key):
+            return 0
+        with self._txn.cursor(db=self._store.index_db("s", kind, field)) as cursor:
+            return int(cursor.count()) if cursor.set_key(key) else 0
+
     def ids_by_ref(self, kind: str, field: str, value: str) -> list[str]:
         return self._dups(self._store.index_db("f", kind, field), to_key(value))
 
