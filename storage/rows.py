@@ -32,15 +32,16 @@ def decode_row(data: bytes | memoryview) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=256)
-def projection(fields: frozenset[str]) -> Callable[[bytes | memoryview], dict[str, Any]]:
+def projection(fields: frozenset[str] | None) -> Callable[[bytes | memoryview], dict[str, Any]]:
     """A decoder of stored rows that keeps only ``fields``: a new dict holding each of them, ``None`` where the row
-    has no such field (``row.get`` reads the same either way).
+    has no such field (``row.get`` reads the same either way). ``None`` means every field: :func:`decode_row`.
 
     msgspec skips the other fields without building them: for a list filter that reads two or three fields of an
     identity this is 4-5 times cheaper per row than :func:`decode_row`. A field name that cannot be a struct
     attribute (never the case for wire names) gets :func:`decode_row` itself.
     """
-    if not all(name.isidentifier() and not keyword.iskeyword(name) and name[0] != "_" for name in fields):
+    if fields is None or not all(name.isidentifier() and not keyword.iskeyword(name) and name[0] != "_"
+                                 for name in fields):
         return decode_row
     struct = msgspec.defstruct("Projection", [(name, Any, None) for name in sorted(fields)], gc=False)
     decoder = msgspec.msgpack.Decoder(struct)

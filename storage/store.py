@@ -117,7 +117,7 @@ class ReadTxn:
         """Rows for the ids that exist, in the order given; only ``fields`` of each when given
         (:func:`storage.rows.projection`)."""
         db = self._store.rows_db(kind)
-        decode_data = decode_row if fields is None else projection(fields)
+        decode_data = projection(fields)
         rows = []
         for row_id in ids:
             key = to_key(row_id)
@@ -133,7 +133,7 @@ class ReadTxn:
     def scan(self, kind: str, fields: frozenset[str] | None = None) -> Iterator[dict[str, Any]]:
         """Every row of the kind, in id byte order (valid only while the transaction is open); only ``fields`` of
         each when given (:func:`storage.rows.projection`)."""
-        decode_data = decode_row if fields is None else projection(fields)
+        decode_data = projection(fields)
         cursor = self._txn.cursor(db=self._store.rows_db(kind))
         # A cursor left open by an unfinished iteration would pin its reader slot after the transaction ends
         # (py-lmdb keeps the slot while any cursor lives), so the transaction closes its cursors when it ends.
