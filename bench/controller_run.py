@@ -17,8 +17,8 @@ from pathlib import Path
 import trio
 
 from controller import memory
+from controller.authentication import ensure_pki
 from controller.bootstrap import bootstrap
-from controller.pki import ensure_pki
 from controller.root import Controller
 from controller.settings import Settings
 

@@ -9,7 +9,7 @@ at a chosen instant, and one Dial session that the deadline revokes. A request p
   identities to the service by a role attribute and requiring the check, one edge router and the two router
   policies that let sessions use it) is created through the controller's own validation and single write path,
   once per role (a later call with the same role reuses it);
-* the first identity, its API session and its Dial session are created with :func:`controller.crud.create_row`
+* the first identity, its API session and its Dial session are created with :func:`controller.write_path.create_row`
   too, and become the templates of the others: every further row is a copy with its own id, name, tokens and
   times, written with the index entries :meth:`storage.store.WriteTxn.put` would make for it (from the kinds'
   layouts), one ``putmulti`` per database, without re-running the reference and role checks a million times
@@ -21,8 +21,8 @@ at a chosen instant, and one Dial session that the deadline revokes. A request p
 The seeder writes through the controller's writer (``Writer.submit``), so its writes queue with every other write
 and share the one write transaction; each chunk's mutation runs on the Trio thread and holds it: call it before
 serving or between measurements, never while latency is being measured. It needs a bootstrapped store (the ``default``
-auth policy). It does not touch the in-memory API sessions (:class:`controller.auth.ApiSessions` loads the rows
-when the controller next opens) and does not arm deadlines on a running engine: :func:`wake_all` does that, and
+auth policy). It does not touch the in-memory API sessions (:class:`controller.authentication.ApiSessions` loads
+the rows when the controller next opens) and does not arm deadlines on a running engine: :func:`wake_all` does that, and
 a restart does it for every persisted deadline.
 """
 
@@ -41,7 +41,6 @@ import trio
 from actors.messages import ReadState
 from actors.registry import OneShot
 from controller.clock import format_time
-from controller.crud import create_row
 from controller.posture.access import access_digest
 from controller.posture.codec import encode_state
 from controller.posture.engine import STATE_KIND
@@ -49,6 +48,7 @@ from controller.posture.evaluate import MfaState
 from controller.posture.machine import IdentityState, SessionPosture
 from controller.resources.context import WriteContext
 from controller.root import Controller
+from controller.write_path import create_row
 from storage.rows import encode
 from storage.store import WriteTxn
 

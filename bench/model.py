@@ -1,8 +1,8 @@
 """Benchmark models: OpenZiti's medium and large model sizes, loaded in bulk into a controller's data directory.
 
 Every row goes through the controller's own validation and single write path (``Domain.validated_create`` and
-``crud.create_row``), so the indexes, role lists and references are exactly what requests would have produced; only
-the batching differs: thousands of rows per transaction instead of one request each.
+``write_path.create_row``), so the indexes, role lists and references are exactly what requests would have
+produced; only the batching differs: thousands of rows per transaction instead of one request each.
 
 The shape, the same for every size so that sizes compare: identities, services and service policies are split into
 role groups. Policy ``p`` selects identity group ``p % G`` and service group ``p // 5 % G`` (``G`` = policies / 5), so
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.clock import format_time
-from controller.crud import create_row
 from controller.posture.codec import encode_state
 from controller.posture.engine import STATE_KIND
 from controller.posture.evaluate import MfaState
@@ -29,6 +28,7 @@ from controller.posture.machine import IdentityState, SessionPosture
 from controller.resources.context import WriteContext
 from controller.resources.spec import Resource
 from controller.root import Controller
+from controller.write_path import create_row
 
 __all__ = ["HTTP", "LARGE", "MEDIUM", "Loaded", "ModelSize", "load_model", "posture_responses"]
 

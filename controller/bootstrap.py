@@ -15,11 +15,11 @@ from typing import Any
 
 import trio
 
-from controller.crud import create_row
-from controller.passwords import hash_password
+from controller.authentication.password_hashing import hash_password
 from controller.resources.context import WriteContext
 from controller.resources.sessions import DEFAULT_AUTH_POLICY
 from controller.root import Controller
+from controller.write_path import create_row
 
 __all__ = ["BootstrapResult", "bootstrap"]
 

@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from controller.clock import Clock
-from controller.crud import create_row, delete_row, replace_row
 from controller.errors import not_found
 from controller.listing import NO_LIMIT, ListParams, Page, compile_query, list_rows, page_values
 from controller.present import present
@@ -18,6 +17,7 @@ from controller.registry import Registry
 from controller.resources.context import Change, ReadContext, WriteContext
 from controller.resources.spec import Mode, Resource
 from controller.validation import validate_body
+from controller.write_path import create_row, delete_row, replace_row
 from controller.writer import Writer
 from storage.query import FieldType, Symbol
 from storage.store import ReadTxn, Store, WriteTxn

@@ -20,8 +20,8 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from controller import memory
+from controller.authentication import Pki
 from controller.bootstrap import bootstrap
-from controller.pki import Pki
 from controller.root import Controller
 from controller.settings import Settings
 

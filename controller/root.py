@@ -8,12 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.messages import ApiSessionEnded, ReadState, Reevaluate
-from controller.auth import KIND as API_SESSIONS
-from controller.auth import ApiSessions
+from controller.authentication import API_SESSIONS, ApiSessions, MfaService, Pki, ensure_pki
 from controller.clock import Clock
 from controller.domain import Barrier, Domain
-from controller.mfa import MfaService
-from controller.pki import Pki, ensure_pki
 from controller.posture.engine import PostureEngine
 from controller.registry import Registry
 from controller.resources.catalog import build_registry

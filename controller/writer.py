@@ -1,7 +1,7 @@
 """Group commit, the async half: callers hand over a synchronous mutation and await its durable outcome.
 
 One writer task owns the LMDB write side. It takes what is queued since its last commit (at most ``max_batch``),
-runs the batch in one transaction with one fsync (``storage/writer.py``), and then wakes each caller with its own
+runs the batch in one transaction with one fsync (``storage/batch.py``), and then wakes each caller with its own
 outcome. Throughput grows with concurrency, and a caller is woken only once its write is on disk.
 
 Where the work runs (``in_thread=True``, production): the mutations run on the Trio thread, and only the
@@ -37,8 +37,8 @@ import trio
 
 from actors.registry import OneShot
 from controller.pinned_thread import PinnedThread
+from storage.batch import Mutation, Outcome, abort_quietly, apply_all, end_batch, run_batch
 from storage.store import Store, WriteTxn
-from storage.writer import Mutation, Outcome, abort_quietly, apply_all, end_batch, run_batch
 
 __all__ = ["INLINE_BATCH", "MUTATIONS_PER_YIELD", "THREAD_BATCH", "Writer"]
 
@@ -167,7 +167,7 @@ class Writer:
                         await thread.call(abort_quietly, opened[1])
 
     async def _apply(self, batch: list[_Request], parent: WriteTxn) -> tuple[list[Outcome], Exception | None]:
-        """Apply the batch's mutations to ``parent`` (:func:`storage.writer.apply_all`), letting other tasks run
+        """Apply the batch's mutations to ``parent`` (:func:`storage.batch.apply_all`), letting other tasks run
         between every :data:`MUTATIONS_PER_YIELD` of them."""
         outcomes: list[Outcome] = []
         for start in range(0, len(batch), MUTATIONS_PER_YIELD):

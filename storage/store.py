@@ -5,7 +5,7 @@ declares (unique, set, ref and composite: ``storage/indexes.py``) is kept in ste
 that no caller maintains them by hand.
 
 Reads open a read transaction inline (microseconds, never blocks) and never keep it across an ``await``. Writes
-happen only through :class:`WriteTxn`, which the group-commit writer (``storage/writer.py``, driven by
+happen only through :class:`WriteTxn`, which the group-commit writer (``storage/batch.py``, driven by
 ``controller/writer.py``) opens; only the writer task ever touches it. This module has no async code at all.
 """
 
@@ -337,7 +337,7 @@ class Store:
     def held_writes(self) -> Iterator[None]:
         """While a writer that keeps LMDB's write lock between commits runs (``controller/writer.py``). Any other
         write begun on the Trio thread meanwhile would wait for that lock, which only a thread waiting on the Trio
-        thread releases: :func:`storage.writer.run_batch` refuses instead, and so does a second writer
+        thread releases: :func:`storage.batch.run_batch` refuses instead, and so does a second writer
         (RuntimeError)."""
         if self.writes_held:
             raise RuntimeError("a writer already holds this store's writes")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from controller import passwords
+from controller.authentication import password_hashing as passwords
 from controller.root import Controller
 from tests.support import (  # noqa: F401  (re-exported for test modules that import from conftest)
     ADMIN_PASSWORD,

@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import trio
 
+from controller.authentication import ensure_pki
 from controller.bootstrap import bootstrap
 from controller.clock import Clock
-from controller.pki import ensure_pki
 from controller.root import Controller
 from controller.settings import Settings
 

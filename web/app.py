@@ -16,8 +16,9 @@ from quart_trio import QuartTrio
 
 from controller.errors import ApiError
 from controller.root import VERSION, Controller
-from web.crud import Routes, register_resource_routes
 from web.errors import install_error_handlers, render_error
+from web.resource_routes import register_resource_routes
+from web.routes import Routes
 from web.rules import LazyBuilderRule
 
 __all__ = ["CLIENT_BASE", "MANAGEMENT_BASE", "create_app"]
@@ -32,7 +33,7 @@ _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 def create_app(controller: Controller) -> QuartTrio:
     """Build the application for one controller; routes derive from its registry."""
-    from web import auth_routes, client_routes, identity_routes, info_routes, mfa_routes, posture_routes
+    from web import client_routes, identity_routes, info_routes, login_routes, mfa_routes, posture_routes
 
     app = QuartTrio("tollgate")
     app.url_rule_class = LazyBuilderRule
@@ -72,7 +73,7 @@ def create_app(controller: Controller) -> QuartTrio:
     for resource in controller.registry.resources.values():
         register_resource_routes(management, routes, controller, resource, "management")
     for api, bp in (("management", management), ("client", client)):
-        auth_routes.register(bp, routes, controller, api)
+        login_routes.register(bp, routes, controller, api)
         info_routes.register(bp, routes, controller, api)
         mfa_routes.register(bp, routes, controller, api)
     identity_routes.register(management, routes, controller)

@@ -19,10 +19,10 @@ from controller.posture.access import service_permissions_map
 from controller.posture.queries import posture_queries
 from controller.present import present
 from controller.root import Controller
-from web.auth import require_session
-from web.crud import RouteInfo, Routes
 from web.envelope import created, empty, ok
+from web.guards import require_session
 from web.request import list_params, read_json
+from web.routes import RouteInfo, Routes
 
 __all__ = ["register"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from quart import Blueprint, Response
 
-from controller.login import DISABLE_SCHEMA, disable_identity, enable_identity
+from controller.authentication import DISABLE_SCHEMA, disable_identity, enable_identity
 from controller.root import Controller
-from web.auth import require_admin
-from web.crud import RouteInfo, Routes
 from web.envelope import empty
+from web.guards import require_admin
 from web.request import read_json
+from web.routes import RouteInfo, Routes
 
 __all__ = ["register"]
 

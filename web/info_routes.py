@@ -13,16 +13,16 @@ from typing import Any
 
 from quart import Blueprint, Response, current_app, request
 
+from controller.authentication import cacerts_pkcs7_b64
 from controller.clock import format_time
 from controller.errors import not_found
-from controller.pki import cacerts_pkcs7_b64
 from controller.registry import Registry
 from controller.root import VERSION, Controller
 from storage.store import ReadTxn
-from web.auth import require_admin
-from web.crud import RouteInfo, Routes
 from web.envelope import json_response, ok
+from web.guards import require_admin
 from web.openapi import SPEC_IDS, build_document
+from web.routes import RouteInfo, Routes
 
 __all__ = ["CAPABILITIES", "register", "register_root", "summary_counts", "version_data"]
 

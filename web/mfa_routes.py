@@ -12,14 +12,14 @@ from typing import Any
 
 from quart import Blueprint, Response, request
 
+from controller.authentication import MFA_CODE_SCHEMA
 from controller.errors import ApiError, field_cause
-from controller.mfa import MFA_CODE_SCHEMA
 from controller.root import Controller
 from controller.validation import SchemaCheck
-from web.auth import require_admin, require_session
-from web.crud import RouteInfo, Routes
 from web.envelope import created, empty, ok
+from web.guards import require_admin, require_session
 from web.request import read_json
+from web.routes import RouteInfo, Routes
 
 __all__ = ["register"]
 

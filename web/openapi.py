@@ -9,7 +9,7 @@ body is a base definition with a ``discriminator`` plus one ``allOf`` definition
 Nothing here is hand-written per operation. Generic operations (``RouteInfo.kind`` set) derive their parameters,
 bodies and answers from the :class:`~controller.resources.spec.Resource`: request bodies are exactly
 :func:`controller.validation.request_schema`, so what we document is what we enforce. Custom operations describe
-themselves through the optional fields of :class:`~web.crud.RouteInfo`.
+themselves through the optional fields of :class:`~web.routes.RouteInfo`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from controller.registry import Registry
 from controller.resources.spec import Mode, Resource
 from controller.root import VERSION
 from controller.validation import request_schema
-from web.crud import RouteInfo
+from web.routes import RouteInfo
 
 __all__ = ["API_VERSION", "BASE_PATHS", "SPEC_IDS", "build_document", "swagger_schema"]
 

@@ -16,10 +16,10 @@ from controller.posture.machine import IdentityState
 from controller.present import entity_ref
 from controller.resources.context import ReadContext
 from controller.root import Controller
-from web.auth import require_admin, require_session
-from web.crud import RouteInfo, Routes
 from web.envelope import ok
+from web.guards import require_admin, require_session
 from web.request import list_params
+from web.routes import RouteInfo, Routes
 
 __all__ = ["posture_data_view", "register"]
 

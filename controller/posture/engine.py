@@ -26,7 +26,6 @@ from msgspec.structs import replace
 from actors.lateness import DeadlineOutcome, LatenessRecorder
 from actors.messages import DeadlineReached, IdentityMessage
 from actors.registry import ActorRegistry, OneShot
-from controller.crud import create_row, delete_row
 from controller.domain import Domain
 from controller.errors import ApiError
 from controller.posture.access import access_digest, mfa_checks_for
@@ -47,6 +46,7 @@ from controller.posture.machine import (
 )
 from controller.resources.context import ReadContext, WriteContext
 from controller.resources.spec import Resource
+from controller.write_path import create_row, delete_row
 
 __all__ = ["STATE_KIND", "IdentityBehavior", "PostureEngine"]
 

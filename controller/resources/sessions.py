@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from controller.authentication.password_hashing import hash_password
 from controller.errors import FieldError
-from controller.passwords import hash_password
 from controller.resources.context import ReadContext, WriteContext
 from controller.resources.fields import NAME, REQUIRED_CU, bool_field, object_field, string_field, string_list
 from controller.resources.spec import Field, Hooks, Mode, Resource

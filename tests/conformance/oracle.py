@@ -22,8 +22,8 @@ from controller.registry import Registry
 from controller.root import Controller
 from tests.support import make_settings
 from web.app import create_app
-from web.crud import RouteInfo
 from web.openapi import build_document
+from web.routes import RouteInfo
 
 REFERENCE_DIR = (Path(__file__).resolve().parents[2] / ".." / "shared" / "reference").resolve()
 FILES = {"management": "management.yml", "client": "client.yml"}

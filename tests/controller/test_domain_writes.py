@@ -76,7 +76,7 @@ async def test_a_create_never_takes_an_id_in_use(controller: Controller, monkeyp
     first = await controller.domain.create("identities", {"name": "first", "type": "User", "isAdmin": False})
     # Ids made elsewhere (another process, or before the clock was set back) may be ahead of this sequence.
     offered = iter([str(first["id"]), "0000000001"])
-    monkeypatch.setattr("controller.crud.new_id", lambda now: next(offered))
+    monkeypatch.setattr("controller.write_path.new_id", lambda now: next(offered))
     second = await controller.domain.create("identities", {"name": "second", "type": "User", "isAdmin": False})
     assert second["id"] == "0000000001"
     assert controller.domain.detail("identities", str(first["id"]))["name"] == "first"

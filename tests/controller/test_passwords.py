@@ -1,4 +1,4 @@
-"""Tests for controller.passwords: scrypt hashing, verification, parsing and the dummy verification."""
+"""controller.authentication.password_hashing: scrypt hashing, verification, parsing and the dummy verification."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller import passwords
-from controller.passwords import (
+from controller.authentication import password_hashing as passwords
+from controller.authentication.password_hashing import (
     DEFAULT_PARAMS,
     ScryptParams,
     dummy_verify,

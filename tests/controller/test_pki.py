@@ -1,4 +1,4 @@
-"""Tests for controller.pki: CA and server certificate creation, reuse, re-issue, EST cacerts, and a real handshake."""
+"""controller.authentication.pki: CA and server certificate creation, reuse, re-issue, EST cacerts, a real handshake."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from controller.pki import Pki, PkiError, cacerts_pkcs7_b64, ensure_pki
+from controller.authentication.pki import Pki, PkiError, cacerts_pkcs7_b64, ensure_pki
 
 EXTRA_SANS = ("Tollgate.Example.com", "10.1.2.3", "[fd00::7]")
 

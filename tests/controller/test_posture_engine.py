@@ -10,10 +10,10 @@ import trio
 
 from actors.messages import CreateSession, MfaPassed, PostureReported
 from controller.clock import Clock, format_time
-from controller.crud import create_row
 from controller.errors import ApiError
 from controller.resources.context import WriteContext
 from controller.root import Controller
+from controller.write_path import create_row
 from tests.support import make_settings, start_controller
 
 GOOD_MAC = "aa-bb-cc-dd-ee-ff"

@@ -18,9 +18,8 @@ import msgspec
 import pytest
 
 from controller import validation
+from controller.authentication import DISABLE_SCHEMA, MFA_CODE_SCHEMA
 from controller.errors import ApiError
-from controller.login import DISABLE_SCHEMA
-from controller.mfa import MFA_CODE_SCHEMA
 from controller.resources.catalog import RESOURCES
 from controller.resources.spec import Mode, Resource, Variant
 from controller.validation import FastCheck, fast_check, request_schema, validate_body, validate_schema

@@ -13,8 +13,8 @@ import trio
 import trio.testing
 
 from controller.writer import MUTATIONS_PER_YIELD, Writer
+from storage.batch import run_batch
 from storage.store import KindLayout, Store, WriteTxn
-from storage.writer import run_batch
 
 LAYOUT = KindLayout("things", unique=("name",))
 

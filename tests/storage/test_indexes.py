@@ -9,10 +9,10 @@ from typing import Any
 import lmdb
 import pytest
 
+from storage.batch import run_batch
 from storage.indexes import IndexBuildError
 from storage.keys import MAX_KEY_BYTES, UnstorableValue
 from storage.store import KindLayout, Store
-from storage.writer import run_batch
 
 PLAIN = KindLayout("things")
 INDEXED = KindLayout("things", unique=("name",), sets=("labels",), refs=("ownerId",),

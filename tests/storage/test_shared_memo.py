@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from storage.batch import run_batch
 from storage.store import KindLayout, SharedMemo, Store, WriteTxn
-from storage.writer import run_batch
 
 LAYOUTS = (KindLayout("policies", sets=("roles",), watched=True), KindLayout("rows"))
 

@@ -1,5 +1,5 @@
 """The LMDB store: rows, the three index kinds kept in step with every write, key limits, and the batch commit of
-``storage.writer.run_batch`` (each mutation in its own nested transaction)."""
+``storage.batch.run_batch`` (each mutation in its own nested transaction)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import lmdb
 import pytest
 
+from storage.batch import Outcome, run_batch
 from storage.keys import MAX_KEY_BYTES, UnstorableValue
 from storage.store import KindLayout, Store, StoreInUse, UniqueViolation, WriteTxn
-from storage.writer import Outcome, run_batch
 
 THINGS = KindLayout("things", unique=("name", "code"), sets=("labels",), refs=("ownerId",))
 LAYOUTS = (THINGS, KindLayout("owners"))

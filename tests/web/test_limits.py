@@ -13,7 +13,7 @@ import msgspec
 import pytest
 import trio
 
-from controller import passwords
+from controller.authentication import password_hashing as passwords
 from controller.logs import JsonFormatter
 from controller.root import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, MGMT, Api, make_settings, make_user, start_controller

@@ -1,5 +1,5 @@
-"""Auth-policy lockout (``controller/lockout.py``): consecutive wrong passwords beyond ``maxAttempts`` disable the
-identity for ``lockoutDurationMinutes``; timings on Trio's virtual clock."""
+"""Auth-policy lockout (``controller/authentication/lockout.py``): consecutive wrong passwords beyond ``maxAttempts``
+disable the identity for ``lockoutDurationMinutes``; timings on Trio's virtual clock."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import trio
 import trio.testing
 
+from controller.authentication.lockout import FailedLogins, lockout_minutes
 from controller.clock import Clock, format_time, parse_time
-from controller.lockout import FailedLogins, lockout_minutes
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_settings, make_user, start_controller
 from web.app import create_app
 

@@ -20,14 +20,14 @@ from typing import Any
 
 import trio
 
-from controller import passwords
+from controller.authentication import password_hashing as passwords
+from controller.authentication.lockout import FailedLogins
 from controller.clock import format_time, parse_time
-from controller.crud import create_row, delete_row
 from controller.domain import Domain
 from controller.errors import ApiError
-from controller.lockout import FailedLogins
 from controller.resources.context import WriteContext
 from controller.resources.identities import identity_disabled
+from controller.write_path import create_row, delete_row
 
 __all__ = ["KIND", "ApiSessions", "ApiSessionsStatistics", "LiveSession"]
 
@@ -94,7 +94,7 @@ class ApiSessions:
         self.timeout = timeout
         self._hash_in_thread = hash_in_thread
         self._hash_limiter = trio.CapacityLimiter(max_concurrent_hashes)
-        # Consecutive wrong passwords per authenticator, for the auth policies' lockout (controller/login.py).
+        # Consecutive wrong passwords per authenticator, for the auth policies' lockout (password_login.py).
         self.failed_logins = FailedLogins()
         self._hashing = 0
         self._hashing_peak = 0

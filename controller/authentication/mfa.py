@@ -27,7 +27,7 @@ from controller.ids import new_id
 from controller.resources.context import WriteContext
 
 if TYPE_CHECKING:
-    from controller.auth import LiveSession
+    from controller.authentication import LiveSession
     from controller.root import Controller
 
 __all__ = ["ISSUER", "MFA_AUTH_QUERY", "MFA_CODE_SCHEMA", "QR_SIZE", "MfaService", "provisioning_url",

@@ -6,16 +6,15 @@ from typing import Any
 
 from quart import Blueprint, Response, request
 
+from controller.authentication import MFA_AUTH_QUERY, login_password
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause
-from controller.login import login_password
-from controller.mfa import MFA_AUTH_QUERY
 from controller.present import present
 from controller.root import Controller
-from web.auth import require_session
-from web.crud import RouteInfo, Routes
 from web.envelope import empty, ok
+from web.guards import require_session
 from web.request import read_json
+from web.routes import RouteInfo, Routes
 
 __all__ = ["register"]
 

@@ -11,7 +11,7 @@ again, and so does a lockout (an identity an admin enables again gets ``maxAttem
 admin is never locked out, as it can never be disabled: that would lock every operator out. The counts live in
 memory, as in the reference: a restart starts them again (the lockout itself, a disable, is stored).
 
-This module is plain data and rules; ``controller/login.py`` applies them.
+This module is plain data and rules; ``controller/authentication/password_login.py`` applies them.
 """
 
 from __future__ import annotations

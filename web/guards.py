@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from quart import g, request
 
-from controller.auth import LiveSession
+from controller.authentication import LiveSession
 from controller.errors import ApiError
 from controller.root import Controller
 

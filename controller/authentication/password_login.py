@@ -1,9 +1,4 @@
-"""Password login (body checks, the updb authenticator, the auth policy and its lockout) and the identity's disabled
-state.
-
-Disabled is a time window on the identity row (``disabledAt``, ``disabledUntil``) read at every login, so a timed
-disable lapses by itself without any task; disabling also ends the identity's API sessions at once.
-"""
+"""Password login: body checks, the updb authenticator, the auth policy and its lockout."""
 
 from __future__ import annotations
 
@@ -12,17 +7,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from actors.messages import ApiSessionStarted
-from controller.clock import format_time
-from controller.crud import put_row
-from controller.errors import ApiError, field_cause, not_found
-from controller.lockout import lockout_minutes
-from controller.resources.context import WriteContext
+from controller.authentication.disable import disable
+from controller.authentication.lockout import lockout_minutes
+from controller.errors import ApiError, field_cause
 from controller.resources.identities import identity_disabled
-from controller.resources.spec import Mode
-from controller.validation import SchemaCheck
 from storage.store import ReadTxn
 
-__all__ = ["DISABLE_SCHEMA", "disable_identity", "enable_identity", "login_password"]
+__all__ = ["login_password"]
 
 log = logging.getLogger("tollgate.auth")
 
@@ -83,13 +74,13 @@ async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
 async def _count_failure(controller: Any, authenticator_id: str, identity: Mapping[str, Any],
                          policy: Mapping[str, Any] | None) -> None:
     """A wrong password for an existing authenticator: count it, and lock the identity out when the auth policy's
-    ``maxAttempts`` is exceeded (``controller/lockout.py``)."""
+    ``maxAttempts`` is exceeded (``controller/authentication/lockout.py``)."""
     failures = controller.sessions.failed_logins.failed(authenticator_id)
     minutes = lockout_minutes(policy, failures)
     if minutes is None:
         return
     controller.sessions.failed_logins.clear(authenticator_id)
-    if await _disable(controller, str(identity["id"]), minutes, lockout=True):
+    if await disable(controller, str(identity["id"]), minutes, lockout=True):
         log.warning("identity locked out", extra={"identityId": identity["id"], "failedAttempts": failures,
                                                   "lockoutMinutes": minutes})
 
@@ -107,67 +98,3 @@ def _config_type_ids(txn: ReadTxn, requested: Iterable[Any]) -> list[str]:
         if resolved is not None and resolved not in out:
             out.append(resolved)
     return out
-
-
-DISABLE_SCHEMA: dict[str, Any] = {"type": "object", "required": ["durationMinutes"],
-                                  "properties": {"durationMinutes": {"type": "integer"}}}
-_disable_check = SchemaCheck.of(DISABLE_SCHEMA)
-
-
-async def disable_identity(controller: Any, identity_id: str, body: Any) -> None:
-    """``POST /identities/{id}/disable``: disabled from now for ``durationMinutes`` (0 or less: indefinitely).
-
-    The identity's API sessions end at once. The default admin cannot be disabled: that would lock every operator
-    out (400 COULD_NOT_VALIDATE on ``id``).
-    """
-    if body is None:
-        raise ApiError("COULD_NOT_VALIDATE", field_cause("disable", "disable in body is required", None))
-    _disable_check.validate(body)
-    await _disable(controller, identity_id, int(body["durationMinutes"]))
-
-
-async def _disable(controller: Any, identity_id: str, minutes: int, *, lockout: bool = False) -> bool:
-    """Disable from now for ``minutes`` (0 or less: indefinitely) and end the identity's API sessions.
-
-    A ``lockout`` (a login's wrong password, ``controller/lockout.py``) decides on the row as it is when the write
-    runs, and does nothing to an identity deleted since the login read it, to the default admin, or to one
-    already disabled (it must not shorten or lengthen what an admin or an earlier lockout set); returns whether it
-    disabled. An admin's disable raises instead: 404 for an unknown id, 400 for the default admin.
-    """
-    resource = controller.registry["identities"]
-
-    def write(ctx: WriteContext) -> bool:
-        old = ctx.txn.get("identities", identity_id)
-        if lockout and (old is None or old.get("isDefaultAdmin") or identity_disabled(old, ctx.now)):
-            return False
-        if old is None:
-            raise not_found(resource.singular, identity_id)
-        if old.get("isDefaultAdmin"):
-            raise ApiError("COULD_NOT_VALIDATE", field_cause("id", "the default admin cannot be disabled",
-                                                             identity_id))
-        # Capped at about 1900 years so that any integer a client sends stays a representable timestamp.
-        until = format_time(ctx.now + min(minutes, 10**9) * 60) if minutes > 0 else None
-        row = {**old, "disabledAt": format_time(ctx.now), "disabledUntil": until, "updatedAt": format_time(ctx.now)}
-        put_row(ctx, resource, row, old, Mode.PATCH)
-        return True
-
-    disabled: bool = await controller.domain.write(write)
-    if disabled:
-        await controller.sessions.end_for_identity(identity_id)
-    return disabled
-
-
-async def enable_identity(controller: Any, identity_id: str) -> None:
-    """``POST /identities/{id}/enable``: clear both disabled timestamps (a no-op on an enabled identity)."""
-    resource = controller.registry["identities"]
-
-    def write(ctx: WriteContext) -> None:
-        old = ctx.txn.get("identities", identity_id)
-        if old is None:
-            raise not_found(resource.singular, identity_id)
-        if old.get("disabledAt") is None and old.get("disabledUntil") is None:
-            return
-        row = {**old, "disabledAt": None, "disabledUntil": None, "updatedAt": format_time(ctx.now)}
-        put_row(ctx, resource, row, old, Mode.PATCH)
-
-    await controller.domain.write(write)

@@ -1,5 +1,5 @@
-"""Subject alternative names of the server certificate (``controller/pki.py``): parsing what was asked for, reading
-what a certificate has, and merging the two so that a re-issue never drops a name."""
+"""Subject alternative names of the server certificate (``pki.py``): parsing what was asked for, reading what a
+certificate has, and merging the two so that a re-issue never drops a name."""
 
 from __future__ import annotations
 

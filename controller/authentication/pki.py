@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from controller.pki_names import San, cert_sans, merge_sans, parse_sans
+from controller.authentication.server_names import San, cert_sans, merge_sans, parse_sans
 
 __all__ = ["DEFAULT_SANS", "Pki", "PkiError", "cacerts_pkcs7_b64", "ensure_pki"]
 
