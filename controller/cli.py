@@ -18,6 +18,9 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # The reference controller's limits for the default admin's credentials (``ziti controller edge init``).
 _USERNAME_LENGTH = (4, 100)
 _PASSWORD_LENGTH = (5, 100)
+# The server key types ensure_pki accepts (controller.authentication.pki.SERVER_KEY_TYPES), spelled out here so that
+# parsing the command line does not import the controller.
+_SERVER_KEY_TYPES = ("rsa", "ec")
 
 
 def _port(text: str) -> int:
@@ -31,6 +34,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError("must be a positive number of bytes")
+    return value
+
+
+def _positive_days(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number of days")
     return value
 
 
@@ -52,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-body-bytes", type=_positive, default=1 << 20, help="request body size cap (1 MiB)")
     serve.add_argument("--no-posture-evaluation", action="store_true",
                        help="grant sessions on service policies alone; posture checks never refuse or revoke")
+    serve.add_argument("--server-key", choices=_SERVER_KEY_TYPES, default="rsa",
+                       help="server key type: rsa (RS256 JWTs, needed by libziti 0.29 SDKs) or ec (P-256, ES256) "
+                            "(rsa); a change replaces the server certificate, never the CA")
+    serve.add_argument("--cert-validity-days", type=_positive_days, default=365,
+                       help="lifetime of issued identity and router certificates, in days (365)")
+    serve.add_argument("--address", default=None,
+                       help="the URL endpoints reach the controller at, written into enrolment JWTs "
+                            "(https://HOST:PORT from --host and --port)")
     serve.add_argument("--log-level", type=str.upper, choices=_LEVELS, default="INFO", help="log level (INFO)")
     return parser
 
@@ -75,6 +93,7 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str] | None = None
         data_dir=args.data_dir, host=args.host, port=args.port, tls=not args.no_tls, sans=tuple(args.san),
         session_timeout=args.session_timeout, max_body_bytes=args.max_body_bytes,
         admin_username=username, admin_password=password, evaluate_posture=not args.no_posture_evaluation,
+        server_key_type=args.server_key, client_cert_days=args.cert_validity_days, address=args.address,
     )
     return settings, str(args.log_level)
 

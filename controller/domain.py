@@ -14,7 +14,7 @@ from controller.errors import not_found
 from controller.listing import NO_LIMIT, ListParams, Page, compile_query, list_rows, page_values
 from controller.present import present
 from controller.registry import Registry
-from controller.resources.context import Change, ReadContext, WriteContext
+from controller.resources.context import Change, Environment, ReadContext, WriteContext
 from controller.resources.spec import Mode, Resource
 from controller.validation import validate_body
 from controller.write_path import create_row, delete_row, replace_row
@@ -40,6 +40,8 @@ class Domain:
         self.registry = registry
         self.clock = clock
         self._listeners: list[ChangeListener] = []
+        # Set by the composition root once the controller's PKI is loaded (ReadContext.env).
+        self.env: Environment | None = None
 
     def subscribe(self, listener: ChangeListener) -> None:
         """Call ``listener`` with the changes of every committed write, on the writer's task right after the commit
@@ -53,7 +55,7 @@ class Domain:
 
     async def write(self, fn: Callable[[WriteContext], T]) -> T:
         """Run ``fn`` in the next group commit and return its result once it is durable."""
-        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners)
+        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env)
         # Listeners are told on the writer's task right after the commit, even when this caller has been cancelled
         # meanwhile: a committed write whose listeners never ran would leave derived state (API-session caches,
         # sessions to re-evaluate) behind the data.
@@ -163,11 +165,12 @@ class _Mutation:
     A slotted object rather than a closure: one is alive for every write waiting for its commit (under load, every
     actor step), and a closure with its cells is five objects for the garbage collector to traverse, this one."""
 
-    __slots__ = ("changes", "fn", "listeners", "now", "pending", "registry")
+    __slots__ = ("changes", "env", "fn", "listeners", "now", "pending", "registry")
 
     def __init__(self, fn: Callable[[WriteContext], Any], registry: Registry, now: float,
-                 listeners: list[ChangeListener]) -> None:
+                 listeners: list[ChangeListener], env: Environment | None) -> None:
         self.fn = fn
+        self.env = env
         self.registry = registry
         self.now = now
         self.listeners = listeners
@@ -175,7 +178,7 @@ class _Mutation:
         self.pending: list[Barrier] | tuple[()] = ()
 
     def __call__(self, txn: WriteTxn) -> Any:
-        ctx = WriteContext(txn, self.registry, self.now)
+        ctx = WriteContext(txn, self.registry, self.now, env=self.env)
         result = self.fn(ctx)
         if ctx.changes:
             self.changes = ctx.changes
@@ -206,7 +209,7 @@ class _Reading:
     def __enter__(self) -> ReadContext:
         domain = self._domain
         txn = self._reader = domain.store.begin_read()
-        return ReadContext(txn, domain.registry, domain.clock.now(), shared=txn.shared_memo())
+        return ReadContext(txn, domain.registry, domain.clock.now(), shared=txn.shared_memo(), env=domain.env)
 
     def __exit__(self, *exc: object) -> None:
         reader, self._reader = self._reader, None

@@ -1,9 +1,9 @@
 """The whole task tree of a running controller, in one function.
 
 ``run(settings)`` opens the data directory, bootstraps a new database, starts the writer and the API-session expiry
-service, then serves both APIs with hypercorn until SIGINT or SIGTERM. On a signal hypercorn stops accepting, lets
-in-flight requests finish, and only then are the services cancelled: the writer finishes any batch it holds, so
-every acknowledged write is on disk.
+service, then serves both APIs (``web/server.py``, hypercorn's worker with client certificates) until SIGINT or
+SIGTERM. On a signal the server stops accepting, lets in-flight requests finish, and only then are the services
+cancelled: the writer finishes any batch it holds, so every acknowledged write is on disk.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import signal
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import trio
 from hypercorn.config import Config
-from hypercorn.trio import serve
 
 from controller import memory
 from controller.authentication import Pki
@@ -68,9 +68,10 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
     """Run the controller until ``shutdown_trigger`` returns (default: SIGINT or SIGTERM).
 
     ``on_ready(controller, urls)`` is called once both APIs accept connections, with the bound base URLs (the real
-    port when ``settings.port`` is 0); without it the URLs are printed. On shutdown hypercorn stops accepting, lets
-    in-flight requests finish (up to its graceful timeout), then the API sessions' activity is persisted and the
-    services stop; every write acknowledged to a client is on disk by then.
+    port when ``settings.port`` is 0); without it the URLs are printed. With TLS, clients may present a certificate
+    from a CA of ``controller.trust``. On shutdown the server stops accepting, lets in-flight requests
+    finish (up to its graceful timeout), then the API sessions' activity is persisted and the services stop; every
+    write acknowledged to a client is on disk by then.
     """
     from web.app import create_app
 
@@ -94,7 +95,7 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
                 with ExitStack() as stack:
                     trigger = shutdown_trigger or stack.enter_context(_signal_trigger())
                     await _serve(controller, app, hypercorn_config(settings, pki), trigger, on_ready)
-                # hypercorn has returned: no request is in flight; persist what only memory holds, then stop.
+                # The server has returned: no request is in flight; persist what only memory holds, then stop.
                 await controller.sessions.flush()
                 services.cancel_scope.cancel()
     finally:
@@ -102,14 +103,22 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
         log.info("controller stopped")
 
 
-async def _serve(controller: Controller, app: Any, config: Config, trigger: Callable[..., Awaitable[None]],
+async def _serve(controller: Controller, app: Any, config: Config,
+                 trigger: Callable[..., Awaitable[None]],
                  on_ready: Callable[[Controller, list[str]], None] | None) -> None:
-    """Serve ``app`` with hypercorn until ``trigger`` returns and every in-flight request has finished."""
+    """Serve ``app`` until ``trigger`` returns and every in-flight request has finished."""
+    from web.server import serve
+
     pki = controller.pki if controller.settings.tls else None
     async with trio.open_nursery() as web:
-        binds = await web.start(functools.partial(serve, app, config, shutdown_trigger=trigger))
+        binds = await web.start(functools.partial(serve, app, config, trust=controller.trust,
+                                                  shutdown_trigger=trigger))
         scheme = "https" if pki else "http"
         urls = [b.replace("http://", f"{scheme}://").replace("https://", f"{scheme}://") for b in binds]
+        port = urlsplit(urls[0]).port if urls else None
+        if port is not None:
+            # Enrolment JWTs name the controller's address; with port 0 it is known only now.
+            controller.jwts.address = controller.settings.address_for(port)
         if on_ready is not None:
             on_ready(controller, urls)
         else:

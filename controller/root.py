@@ -5,16 +5,28 @@ from __future__ import annotations
 import functools
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from actors.messages import ApiSessionEnded, ReadState, Reevaluate
-from controller.authentication import API_SESSIONS, ApiSessions, MfaService, Pki, ensure_pki
+from controller.authentication import (
+    API_SESSIONS,
+    ApiSessions,
+    ClientTrust,
+    EnrollmentJwts,
+    Issuer,
+    JwksCache,
+    MfaService,
+    Pki,
+    TokenSigner,
+    ensure_pki,
+)
 from controller.clock import Clock
 from controller.domain import Barrier, Domain
 from controller.posture.engine import PostureEngine
 from controller.registry import Registry
 from controller.resources.catalog import build_registry
-from controller.resources.context import Change
+from controller.resources.context import Change, Environment
 from controller.settings import Settings
 from controller.writer import Writer
 from storage.store import Store
@@ -38,6 +50,10 @@ class Controller:
     engine: PostureEngine
     mfa: MfaService = field(init=False)
     pki: Pki = field(init=False)
+    issuer: Issuer = field(init=False)
+    jwts: EnrollmentJwts = field(init=False)
+    trust: ClientTrust = field(init=False)
+    jwks: JwksCache = field(init=False)
     instance_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -51,7 +67,9 @@ class Controller:
         store = Store(settings.data_dir / "db", registry.layouts(), durable=settings.durable)
         try:
             # The CA exists whether or not we serve TLS: enrolment and the well-known CA store need it.
-            pki = ensure_pki(settings.data_dir / "pki", settings.sans)
+            pki = ensure_pki(settings.data_dir / "pki", settings.sans, server_key_type=settings.server_key_type)
+            issuer = Issuer.from_pki(pki, client_validity=timedelta(days=settings.client_cert_days))
+            jwts = EnrollmentJwts(TokenSigner.from_pki(pki), settings.address_for(settings.port))
         except BaseException:
             store.close()
             raise
@@ -63,6 +81,15 @@ class Controller:
         controller = cls(settings, store, writer, registry, domain, sessions, clock, engine)
         controller.mfa = MfaService(controller)
         controller.pki = pki
+        controller.issuer = issuer
+        controller.jwts = jwts
+        controller.jwks = JwksCache()
+        domain.env = Environment(network_ca_pem=pki.ca_pem, enrollment_jwt=jwts.enrollment)
+        controller.trust = ClientTrust(pki.ca_pem.decode("ascii"))
+        with store.read() as txn:
+            # Every CA a client certificate may come from; whether it may enrol or log in is decided per request.
+            for ca in txn.scan("cas", frozenset({"certPem"})):
+                controller.trust.add(str(ca["certPem"]))
         domain.subscribe(controller._on_changes)
         sessions.restore()
         return controller
@@ -75,7 +102,9 @@ class Controller:
         """
         reevaluate: set[str] = set()
         for change in changes:
-            if change.kind == API_SESSIONS and change.after is None:
+            if change.kind == "cas" and change.before is None and change.after is not None:
+                self.trust.add(str(change.after["certPem"]))
+            elif change.kind == API_SESSIONS and change.after is None:
                 self.sessions.forget(change.id)
                 identity_id = (change.before or {}).get("identityId")
                 if identity_id:

@@ -27,6 +27,13 @@ class Settings:
         evaluate_posture: the global posture switch. Off, sessions are granted on service policies alone and no
             posture check (MFA timeouts included) ever refuses or revokes one; the checks are still stored and
             listed.
+        server_key_type: ``"rsa"`` (RSA 2048, RS256 JWTs: what libziti 0.29 SDKs require) or ``"ec"`` (EC P-256,
+            ES256 JWTs) for the server key, which serves TLS and signs the controller's JWTs. Changing it on an
+            existing data directory replaces the server key and certificate at the next start; the CA stays.
+        client_cert_days: lifetime in days of the client certificates the CA issues to identities and routers
+            (never beyond the CA's own expiry).
+        address: the URL endpoints reach the controller at (``https://host:port``), the issuer of enrolment JWTs,
+            which OpenZiti SDKs connect to; None derives it from ``host`` and the bound port (:meth:`address_for`).
     """
 
     data_dir: Path = Path("data")
@@ -42,6 +49,20 @@ class Settings:
     admin_password: str | None = None
     max_concurrent_hashes: int = 2
     evaluate_posture: bool = True
+    server_key_type: str = "rsa"
+    client_cert_days: int = 365
+    address: str | None = None
+
+    def address_for(self, port: int) -> str:
+        """The controller's URL as endpoints reach it, once it listens on ``port``: ``address`` when given, else
+        ``https://host:port`` (``http`` without TLS; ``localhost`` for a wildcard host, which no client can dial;
+        brackets around an IPv6 host)."""
+        if self.address:
+            return self.address.rstrip("/")
+        host = "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     @property
     def effective_session_timeout(self) -> float:

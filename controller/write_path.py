@@ -49,7 +49,10 @@ def create_row(ctx: WriteContext, resource: Resource, body: Mapping[str, Any], v
             row[f.name] = body[f.name]
         elif f.default is not MISSING:
             row[f.name] = _default(f)
-    return put_row(ctx, resource, row, None, Mode.CREATE)
+    stored = put_row(ctx, resource, row, None, Mode.CREATE)
+    if resource.hooks.after_create is not None:
+        resource.hooks.after_create(ctx, stored, body)
+    return stored
 
 
 def replace_row(ctx: WriteContext, resource: Resource, row_id: str, body: Mapping[str, Any], mode: Mode,

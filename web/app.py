@@ -16,7 +16,9 @@ from quart_trio import QuartTrio
 
 from controller.errors import ApiError
 from controller.root import VERSION, Controller
+from web.client_certs import TlsExtension
 from web.errors import install_error_handlers, render_error
+from web.legacy_paths import LegacyPaths
 from web.resource_routes import register_resource_routes
 from web.routes import Routes
 from web.rules import LazyBuilderRule
@@ -36,6 +38,8 @@ def create_app(controller: Controller) -> QuartTrio:
     from web import client_routes, identity_routes, info_routes, login_routes, mfa_routes, posture_routes
 
     app = QuartTrio("tollgate")
+    # Quart's documented middleware hook: __call__ goes through asgi_app, so the test client passes these too.
+    app.asgi_app = LegacyPaths(TlsExtension(app.asgi_app), CLIENT_BASE)  # type: ignore[method-assign]
     app.url_rule_class = LazyBuilderRule
     app.config["MAX_CONTENT_LENGTH"] = controller.settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
@@ -68,7 +72,6 @@ def create_app(controller: Controller) -> QuartTrio:
 
     management = Blueprint("management", __name__, url_prefix=MANAGEMENT_BASE)
     client = Blueprint("client", __name__, url_prefix=CLIENT_BASE)
-    root = Blueprint("root", __name__)
     routes = Routes()
     for resource in controller.registry.resources.values():
         register_resource_routes(management, routes, controller, resource, "management")
@@ -80,9 +83,7 @@ def create_app(controller: Controller) -> QuartTrio:
     client_routes.register(client, routes, controller)
     posture_routes.register(management, routes, controller)
     posture_routes.register_client(client, routes, controller)
-    info_routes.register_root(root, controller)
     app.extensions["tollgate_routes"] = routes
     app.register_blueprint(management)
     app.register_blueprint(client)
-    app.register_blueprint(root)
     return app

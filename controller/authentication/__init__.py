@@ -1,23 +1,32 @@
-"""Who a caller is: API sessions, the ways to log in, MFA, lockout, disabling, and the controller's PKI.
+"""Who a caller is: API sessions, the ways to log in and enrol, MFA, lockout, disabling, and the controller's PKI.
 
 The rest of the controller and the web layer import what they need from here; the modules behind it are:
 
 * ``api_sessions``: live API sessions by token, sliding expiry, logout;
-* ``password_hashing``: scrypt hashes of updb passwords;
-* ``password_login``: login by username and password under the identity's auth policy;
-* ``lockout``: consecutive wrong passwords and when they lock an identity out;
-* ``disable``: an identity's disabled window, set by an admin or a lockout;
+* ``session_start``: the common end of every login (auth policy, MFA requirement, the session row);
+* ``password_hashing`` and ``password_login``: scrypt hashes of updb passwords, and login by password;
+* ``lockout`` and ``disable``: consecutive wrong passwords, and an identity's disabled window;
 * ``mfa``: TOTP enrolment, verification and recovery codes;
-* ``pki`` and ``server_names``: the controller's CA and TLS server certificate.
+* ``pki`` and ``server_names``: the controller's CA and TLS server certificate;
+* ``csr``, ``issuing`` and ``signing``: certificates signed for CSRs, and JWTs signed with the server key;
+* ``trust`` and ``client_certificates``: which CAs TLS accepts client certificates from, and which CA vouches
+  for one;
+* ``enrollment_jwt``: the JWTs clients enrol with;
+* ``jwks`` and ``external_jwt``: verifying JWTs of external identity providers.
 """
 
 from controller.authentication.api_sessions import KIND as API_SESSIONS
 from controller.authentication.api_sessions import ApiSessions, ApiSessionsStatistics, LiveSession
 from controller.authentication.disable import DISABLE_SCHEMA, disable_identity, enable_identity
+from controller.authentication.enrollment_jwt import EnrollmentJwts
+from controller.authentication.issuing import Issuer
+from controller.authentication.jwks import JwksCache
 from controller.authentication.mfa import MFA_AUTH_QUERY, MFA_CODE_SCHEMA, MfaService
 from controller.authentication.password_hashing import hash_password
 from controller.authentication.password_login import login_password
 from controller.authentication.pki import Pki, PkiError, cacerts_pkcs7_b64, ensure_pki
+from controller.authentication.signing import TokenSigner
+from controller.authentication.trust import ClientTrust
 
 __all__ = [
     "API_SESSIONS",
@@ -26,10 +35,15 @@ __all__ = [
     "MFA_CODE_SCHEMA",
     "ApiSessions",
     "ApiSessionsStatistics",
+    "ClientTrust",
+    "EnrollmentJwts",
+    "Issuer",
+    "JwksCache",
     "LiveSession",
     "MfaService",
     "Pki",
     "PkiError",
+    "TokenSigner",
     "cacerts_pkcs7_b64",
     "disable_identity",
     "enable_identity",

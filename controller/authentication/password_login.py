@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from actors.messages import ApiSessionStarted
 from controller.authentication.disable import disable
 from controller.authentication.lockout import lockout_minutes
+from controller.authentication.session_start import auth_policy, start_session
 from controller.errors import ApiError, field_cause
-from controller.resources.identities import identity_disabled
-from storage.store import ReadTxn
 
 __all__ = ["login_password"]
 
@@ -46,28 +44,16 @@ async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
         authenticator_id = txn.by_unique("authenticators", "username", username)
         authenticator = txn.get("authenticators", authenticator_id) if authenticator_id else None
         identity = txn.get("identities", authenticator["identityId"]) if authenticator else None
-        policy = txn.get("auth-policies", identity.get("authPolicyId") or "default") if identity else None
+        policy = auth_policy(txn, identity)
     stored_hash = authenticator.get("_passwordHash") if authenticator else None
     if not await controller.sessions.verify_password(password, stored_hash):
         if authenticator is not None and identity is not None:
             await _count_failure(controller, str(authenticator["id"]), identity, policy)
         raise ApiError("INVALID_AUTH")
-    assert authenticator is not None
-    if identity is None or identity_disabled(identity, controller.clock.now()):
+    if authenticator is None or identity is None:
         raise ApiError("INVALID_AUTH")
-    if policy is not None and not policy.get("primary", {}).get("updb", {}).get("allowed", True):
-        raise ApiError("INVALID_AUTH")
+    row = await start_session(controller, identity, authenticator["id"], policy, "updb", body, ip)
     controller.sessions.failed_logins.clear(authenticator["id"])
-    extra = {k: body[k] for k in ("envInfo", "sdkInfo") if isinstance(body.get(k), dict)}
-    if isinstance(body.get("configTypes"), list):
-        with controller.store.read() as txn:
-            extra["configTypes"] = _config_type_ids(txn, body["configTypes"])
-    # A verified MFA enrolment (or an auth policy demanding TOTP) leaves the session partial until the code.
-    require_totp = bool(policy and policy.get("secondary", {}).get("requireTotp"))
-    mfa_required = require_totp or controller.mfa.is_enrolled(identity["id"])
-    row: dict[str, Any] = await controller.sessions.create(identity["id"], authenticator["id"], ip, extra,
-                                                           mfa_required=mfa_required)
-    controller.engine.post(identity["id"], ApiSessionStarted(row["id"], extra.get("sdkInfo") or {}))
     return row
 
 
@@ -83,18 +69,3 @@ async def _count_failure(controller: Any, authenticator_id: str, identity: Mappi
     if await disable(controller, str(identity["id"]), minutes, lockout=True):
         log.warning("identity locked out", extra={"identityId": identity["id"], "failedAttempts": failures,
                                                   "lockoutMinutes": minutes})
-
-
-def _config_type_ids(txn: ReadTxn, requested: Iterable[Any]) -> list[str]:
-    """Config type ids for the names or ids a client asked for: unknown ones are dropped, ``all`` is kept."""
-    out: list[str] = []
-    for value in requested:
-        if not isinstance(value, str):
-            continue
-        if value == "all" or txn.exists("config-types", value):
-            resolved: str | None = value
-        else:
-            resolved = txn.by_unique("config-types", "name", value)
-        if resolved is not None and resolved not in out:
-            out.append(resolved)
-    return out

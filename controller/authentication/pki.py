@@ -4,12 +4,13 @@ Layout of ``pki_dir`` (all PEM)::
 
     ca.pem      root CA certificate (EC P-256, 10 years)
     ca.key      root CA private key, PKCS#8, mode 0600
-    server.pem  server certificate (RSA 2048, 1 year) followed by ca.pem, i.e. the chain hypercorn serves
-    server.key  server private key, PKCS#8, mode 0600
+    server.pem  server certificate (1 year) followed by ca.pem, i.e. the chain hypercorn serves
+    server.key  server private key (RSA 2048, or EC P-256), PKCS#8, mode 0600
 
 The CA key is EC P-256: it is only ever used to sign certificates, P-256 signatures are small and fast, and every
-TLS stack and OpenZiti SDK verifies ECDSA chains. The server key is RSA 2048 because the same key signs the
-controller's JWTs (RS256), which every JWT library accepts.
+TLS stack and OpenZiti SDK verifies ECDSA chains. The server key also signs the controller's JWTs. It is RSA 2048 by
+default because libziti 0.29 (the C SDK in PyPI ``openziti==0.6.0``) verifies only RS256 enrolment JWTs; ``"ec"``
+makes it EC P-256 (ES256 JWTs, smaller and faster handshakes) for deployments whose SDKs all accept ES256.
 
 Nothing here is asynchronous; :func:`ensure_pki` runs once at start-up (or in a worker thread). Every file is written
 to a temporary name in ``pki_dir`` and moved into place with :func:`os.replace`, so a crash leaves either the old file
@@ -23,7 +24,6 @@ import base64
 import contextlib
 import datetime as dt
 import functools
-import hashlib
 import os
 import secrets
 from collections.abc import Sequence
@@ -36,14 +36,19 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs7
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import NameOID
 
+from controller.authentication.issuing import BACKDATE, CaPrivateKey, fingerprint, issue_certificate
 from controller.authentication.server_names import San, cert_sans, merge_sans, parse_sans
 
-__all__ = ["DEFAULT_SANS", "Pki", "PkiError", "cacerts_pkcs7_b64", "ensure_pki"]
+__all__ = ["DEFAULT_SANS", "SERVER_KEY_TYPES", "Pki", "PkiError", "ServerKey", "cacerts_pkcs7_b64", "ensure_pki"]
 
 #: Names every server certificate carries, whatever else is asked for.
 DEFAULT_SANS: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
+#: The ``server_key_type`` values :func:`ensure_pki` accepts.
+SERVER_KEY_TYPES: tuple[str, ...] = ("rsa", "ec")
+
+ServerKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 
 CA_CERT_NAME = "ca.pem"
 CA_KEY_NAME = "ca.key"
@@ -55,13 +60,24 @@ _SERVER_VALIDITY = dt.timedelta(days=365)
 # A server certificate this close to expiry is replaced at start-up, so a controller restarted at least monthly never
 # serves an expired certificate.
 _RENEW_BEFORE = dt.timedelta(days=30)
-# Back-date notBefore so peers whose clocks run slightly behind accept a certificate issued a moment ago.
-_BACKDATE = dt.timedelta(minutes=5)
 # The CA subject is fixed: a CA certificate re-made from the same key (see ensure_pki) then still chains the server
 # certificates issued before, because issuer name and key both match.
 _CA_SUBJECT = x509.Name.from_rfc4514_string("CN=Tollgate Root CA,O=Tollgate")
-
-_CaKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
+# The CA key signs certificates and CRLs; digitalSignature is set as well, as in most CA profiles.
+_CA_KEY_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=True,
+    crl_sign=True,
+    encipher_only=False,
+    decipher_only=False,
+)
+_MIN_RSA_BITS = 2048
+# EC server keys this module accepts from disk: the curves the JWT algorithms ES256, ES384 and ES512 use.
+_SERVER_CURVES = (ec.SECP256R1, ec.SECP384R1, ec.SECP521R1)
 
 
 class PkiError(Exception):
@@ -106,25 +122,26 @@ class Pki:
     @property
     def server_cert_sha1(self) -> str:
         """Lower-case hex SHA-1 of the server certificate's DER encoding (40 characters, no separators)."""
-        der = self.server_cert.public_bytes(serialization.Encoding.DER)
-        return hashlib.sha1(der, usedforsecurity=False).hexdigest()
+        return fingerprint(self.server_cert)
 
-    def load_server_key(self) -> rsa.RSAPrivateKey:
-        """Read the server private key (RSA) from disk; it signs the controller's JWTs.
+    def load_server_key(self) -> ServerKey:
+        """Read the server private key (RSA or EC) from disk; it signs the controller's JWTs.
 
-        Raises :class:`PkiError` if the file does not hold an RSA key.
+        Raises :class:`PkiError` if the file is unreadable or holds another kind of key.
         """
         key = _load_key(self.server_key_path)
-        if not isinstance(key, rsa.RSAPrivateKey):
-            raise PkiError(f"{self.server_key_path} is not an RSA private key")
+        if not isinstance(key, ServerKey):
+            raise PkiError(f"{self.server_key_path} is neither an RSA nor an EC private key")
         return key
 
-    def load_ca_key(self) -> _CaKey:
+    def load_ca_key(self) -> CaPrivateKey:
         """Read the CA private key from disk, for issuing further certificates."""
         return _load_ca_key(self.ca_key_path)
 
 
-def ensure_pki(pki_dir: Path, sans: Sequence[str] = (), *, now: dt.datetime | None = None) -> Pki:
+def ensure_pki(
+    pki_dir: Path, sans: Sequence[str] = (), *, server_key_type: str = "rsa", now: dt.datetime | None = None
+) -> Pki:
     """Create or load the PKI in ``pki_dir`` and return it; idempotent.
 
     * Missing directory or CA: a new CA and server certificate are made. ``ca.key`` without ``ca.pem`` (a first run
@@ -132,13 +149,18 @@ def ensure_pki(pki_dir: Path, sans: Sequence[str] = (), *, now: dt.datetime | No
     * ``ca.pem`` without a usable ``ca.key``, or a key that does not match the certificate: :class:`PkiError`; the
       CA is never replaced silently, since enrolled clients trust it.
     * The server certificate is (re-)issued from the existing CA when it is missing or unreadable, does not chain to
-      the CA, lacks any of :data:`DEFAULT_SANS` or ``sans``, or expires within 30 days. An existing RSA server key of
-      at least 2048 bits is kept, so JWTs it signed stay valid; otherwise a new key is made.
+      the CA, lacks any of :data:`DEFAULT_SANS` or ``sans``, or expires within 30 days.
+    * ``server_key_type`` ``"rsa"`` (the default) wants an RSA server key, ``"ec"`` an EC one. An existing key of the
+      wanted type is kept (RSA of at least 2048 bits; EC on P-256, P-384 or P-521), so JWTs it signed stay valid;
+      otherwise (including a switch of type) a new RSA 2048 or EC P-256 key and a new certificate are made. The CA is
+      never touched by a server key change.
 
     ``sans`` entries that parse as IP addresses (``[::1]`` brackets allowed) become IP SANs, anything else a DNS SAN
-    (compared case-insensitively). Raises :class:`ValueError` for an empty entry. ``now`` overrides the current time
-    (tests only).
+    (compared case-insensitively). Raises :class:`ValueError` for an empty entry or a ``server_key_type`` outside
+    :data:`SERVER_KEY_TYPES`. ``now`` overrides the current time (tests only).
     """
+    if server_key_type not in SERVER_KEY_TYPES:
+        raise ValueError(f"server_key_type must be one of {', '.join(SERVER_KEY_TYPES)}, not {server_key_type!r}")
     moment = now if now is not None else dt.datetime.now(dt.UTC)
     wanted = parse_sans([*DEFAULT_SANS, *sans])
     pki_dir.mkdir(parents=True, exist_ok=True)
@@ -149,11 +171,11 @@ def ensure_pki(pki_dir: Path, sans: Sequence[str] = (), *, now: dt.datetime | No
 
     ca_key, ca_cert = _ensure_ca(ca_cert_path, ca_key_path, moment)
 
-    server_key = _usable_server_key(server_key_path)
+    server_key = _usable_server_key(server_key_path, server_key_type)
     server_cert = _current_server_cert(server_cert_path, ca_cert)
     if server_key is None or server_cert is None or not _server_cert_ok(server_cert, server_key, wanted, moment):
         if server_key is None:
-            server_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            server_key = _new_server_key(server_key_type)
             _write_atomic(server_key_path, _key_pem(server_key), 0o600)
         names = merge_sans(wanted, cert_sans(server_cert) if server_cert is not None else [])
         server_cert = _issue_server_cert(ca_key, ca_cert, server_key, names, moment)
@@ -183,7 +205,7 @@ def cacerts_pkcs7_b64(pki: Pki) -> str:
 # --- CA ---------------------------------------------------------------------------------------------------------
 
 
-def _ensure_ca(cert_path: Path, key_path: Path, moment: dt.datetime) -> tuple[_CaKey, x509.Certificate]:
+def _ensure_ca(cert_path: Path, key_path: Path, moment: dt.datetime) -> tuple[CaPrivateKey, x509.Certificate]:
     if cert_path.exists():
         if not key_path.exists():
             raise PkiError(f"{cert_path} exists but its key {key_path} is missing; cannot issue certificates")
@@ -202,7 +224,7 @@ def _ensure_ca(cert_path: Path, key_path: Path, moment: dt.datetime) -> tuple[_C
     return key, cert
 
 
-def _make_ca_cert(key: _CaKey, moment: dt.datetime) -> x509.Certificate:
+def _make_ca_cert(key: CaPrivateKey, moment: dt.datetime) -> x509.Certificate:
     public = key.public_key()
     ski = x509.SubjectKeyIdentifier.from_public_key(public)
     return (
@@ -211,19 +233,19 @@ def _make_ca_cert(key: _CaKey, moment: dt.datetime) -> x509.Certificate:
         .issuer_name(_CA_SUBJECT)
         .public_key(public)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(moment - _BACKDATE)
+        .not_valid_before(moment - BACKDATE)
         .not_valid_after(moment + _CA_VALIDITY)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=True), critical=True)
+        .add_extension(_CA_KEY_USAGE, critical=True)
         .add_extension(ski, critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
         .sign(key, hashes.SHA256())
     )
 
 
-def _load_ca_key(path: Path) -> _CaKey:
+def _load_ca_key(path: Path) -> CaPrivateKey:
     key = _load_key(path)
-    if not isinstance(key, _CaKey):
+    if not isinstance(key, CaPrivateKey):
         raise PkiError(f"{path} holds an unsupported key type for a CA")
     return key
 
@@ -231,17 +253,25 @@ def _load_ca_key(path: Path) -> _CaKey:
 # --- server certificate -----------------------------------------------------------------------------------------
 
 
-def _usable_server_key(path: Path) -> rsa.RSAPrivateKey | None:
-    """The existing server key if it is RSA >= 2048 bits; None means make a new one."""
+def _usable_server_key(path: Path, key_type: str) -> ServerKey | None:
+    """The existing server key if it is of ``key_type`` and strong enough; None means make a new one."""
     if not path.exists():
         return None
     try:
         key = _load_key(path)
     except (PkiError, ValueError):
         return None
-    if isinstance(key, rsa.RSAPrivateKey) and key.key_size >= 2048:
+    if key_type == "rsa" and isinstance(key, rsa.RSAPrivateKey) and key.key_size >= _MIN_RSA_BITS:
+        return key
+    if key_type == "ec" and isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, _SERVER_CURVES):
         return key
     return None
+
+
+def _new_server_key(key_type: str) -> ServerKey:
+    if key_type == "ec":
+        return ec.generate_private_key(ec.SECP256R1())
+    return rsa.generate_private_key(public_exponent=65537, key_size=_MIN_RSA_BITS)
 
 
 def _current_server_cert(path: Path, ca_cert: x509.Certificate) -> x509.Certificate | None:
@@ -258,9 +288,7 @@ def _current_server_cert(path: Path, ca_cert: x509.Certificate) -> x509.Certific
     return leaf
 
 
-def _server_cert_ok(
-    cert: x509.Certificate, key: rsa.RSAPrivateKey, wanted: Sequence[San], moment: dt.datetime
-) -> bool:
+def _server_cert_ok(cert: x509.Certificate, key: ServerKey, wanted: Sequence[San], moment: dt.datetime) -> bool:
     if cert.public_key() != key.public_key():
         return False
     if cert.not_valid_after_utc - moment < _RENEW_BEFORE or cert.not_valid_before_utc > moment:
@@ -270,9 +298,9 @@ def _server_cert_ok(
 
 
 def _issue_server_cert(
-    ca_key: _CaKey,
+    ca_key: CaPrivateKey,
     ca_cert: x509.Certificate,
-    key: rsa.RSAPrivateKey,
+    key: ServerKey,
     names: Sequence[San],
     moment: dt.datetime,
 ) -> x509.Certificate:
@@ -285,50 +313,15 @@ def _issue_server_cert(
         ]
     )
     general: list[x509.GeneralName] = [x509.DNSName(n) if isinstance(n, str) else x509.IPAddress(n) for n in names]
-    try:  # the AKI must equal the CA's own SKI, however that CA computed it
-        ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    except x509.ExtensionNotFound:
-        ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_cert.public_key())
-    not_after = min(moment + _SERVER_VALIDITY, ca_cert.not_valid_after_utc)
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(moment - _BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=False), critical=True)
-        .add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
-        )
-        .add_extension(x509.SubjectAlternativeName(general), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-
-
-def _key_usage(*, ca: bool) -> x509.KeyUsage:
-    """CA: sign certificates and CRLs. Server (RSA): TLS signatures and RSA key transport."""
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=not ca,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=ca,
-        crl_sign=ca,
-        encipher_only=False,
-        decipher_only=False,
+    return issue_certificate(
+        ca_key, ca_cert, key.public_key(), subject, now=moment, validity=_SERVER_VALIDITY, server_names=general
     )
 
 
 # --- files ------------------------------------------------------------------------------------------------------
 
 
-def _key_pem(key: _CaKey) -> bytes:
+def _key_pem(key: CaPrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from controller.registry import Registry
 from controller.resources.associations import ASSOCIATIONS
+from controller.resources.authenticators import AUTHENTICATORS
+from controller.resources.cas import CAS
 from controller.resources.configs import CONFIG_TYPES, CONFIGS
 from controller.resources.edge_sessions import SESSIONS
+from controller.resources.enrollments import ENROLLMENTS
 from controller.resources.identities import IDENTITIES, IDENTITY_TYPES
 from controller.resources.jwt_signers import EXTERNAL_JWT_SIGNERS
 from controller.resources.posture_checks import POSTURE_CHECK_TYPES, POSTURE_CHECKS
 from controller.resources.router_policies import EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES
 from controller.resources.routers import EDGE_ROUTERS, ROUTERS
 from controller.resources.services import SERVICE_POLICIES, SERVICES
-from controller.resources.sessions import API_SESSIONS, AUTH_POLICIES, AUTHENTICATORS
+from controller.resources.sessions import API_SESSIONS, AUTH_POLICIES
 from controller.resources.spec import Resource
 from controller.resources.terminators import TERMINATORS
 from storage.store import KindLayout
@@ -38,6 +41,8 @@ RESOURCES: tuple[Resource, ...] = (
     CONFIG_TYPES,
     CONFIGS,
     EXTERNAL_JWT_SIGNERS,
+    CAS,
+    ENROLLMENTS,
 )
 
 # Kinds kept in storage that are not resources of their own, keyed by identity id: MFA enrolments and the posture

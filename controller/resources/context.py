@@ -6,7 +6,7 @@ the :class:`Change` s that the write produced, which the async shell publishes a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,9 +15,23 @@ from storage.store import ReadTxn, WriteTxn
 if TYPE_CHECKING:
     from controller.registry import Registry
 
-__all__ = ["Change", "ReadContext", "WriteContext"]
+__all__ = ["Change", "Environment", "ReadContext", "WriteContext"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """What hooks may need from the running controller beyond the store.
+
+    Attributes:
+        network_ca_pem: the controller's own CA certificate, the issuer of every certificate it signs.
+        enrollment_jwt: the JWT a client enrols with, for a stored enrollment row (signed with the controller's
+            key, which only the composition root holds).
+    """
+
+    network_ca_pem: bytes
+    enrollment_jwt: Callable[[Mapping[str, Any]], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +52,8 @@ class ReadContext:
     or one actor step asks the same questions for many services, and a snapshot never changes under it.
     ``shared`` is the store's memo of answers derived from the access kinds alone (``Resource.shapes_access``),
     kept across snapshots until one of those kinds is written (``storage.store.SharedMemo``); None when this
-    snapshot is older than that write.
+    snapshot is older than that write. ``env`` is what the running controller lends hooks beyond the store (None
+    for a store used without a controller, as some benchmarks do).
     """
 
     txn: ReadTxn
@@ -46,6 +61,7 @@ class ReadContext:
     now: float
     memo: dict[Hashable, Any] = field(default_factory=dict)
     shared: dict[Hashable, Any] | None = None
+    env: Environment | None = None
 
     def cached(self, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, computed once per snapshot for ``key``. Callers must not mutate the value."""

@@ -8,7 +8,9 @@ from typing import Any
 from controller.clock import format_time
 from controller.errors import ApiError, FieldError
 from controller.present import entity_ref
+from controller.resources.authenticators import identity_authenticators
 from controller.resources.context import ReadContext, WriteContext
+from controller.resources.enrollments import IDENTITY_METHODS, identity_enrollments, request_enrollment
 from controller.resources.fields import (
     ATTRIBUTES,
     NAME,
@@ -59,21 +61,29 @@ def _after_write(ctx: WriteContext, old: Mapping[str, Any] | None, new: Mapping[
         ctx.txn.delete("mfa", old["id"])  # the MFA enrolment (keyed by identity id) goes with its identity
 
 
+def _after_create(ctx: WriteContext, row: Mapping[str, Any], body: Mapping[str, Any]) -> None:
+    """``enrollment: {ott | ottca | updb}`` on create makes one enrollment, the first of ott, ottca, updb asked
+    for (as the reference: several in one body make only one)."""
+    requested = body.get("enrollment") or {}
+    for method in IDENTITY_METHODS:
+        value = requested.get(method)
+        if value is None or value is False or (method != "ott" and not value):
+            continue
+        request_enrollment(ctx, row["id"], method, None, value if method == "ottca" else None,
+                           value if method == "updb" else None)
+        return
+
+
 def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
     out["typeId"] = row.get("type", "Default")
     out["type"] = entity_ref(ctx, "identity-types", out["typeId"])
     out["disabled"] = identity_disabled(row, ctx.now)
     out.setdefault("disabledAt", None)
     out.setdefault("disabledUntil", None)
-    authenticators: dict[str, Any] = {}
-    for auth_id in ctx.txn.ids_by_ref("authenticators", "identityId", row["id"]):
-        auth = ctx.txn.get("authenticators", auth_id)
-        if auth is not None and auth.get("method") == "updb":
-            authenticators["updb"] = {"id": auth_id, "username": auth.get("username")}
-    out["authenticators"] = authenticators
+    out["authenticators"] = identity_authenticators(ctx, row["id"])
+    out["enrollment"] = identity_enrollments(ctx, row["id"])
     out["hasApiSession"] = bool(ctx.txn.ids_by_ref("api-sessions", "identityId", row["id"]))
     out["isMfaEnabled"] = bool((ctx.txn.get("mfa", row["id"]) or {}).get("isVerified"))
-    out.setdefault("enrollment", {})
     out.setdefault("envInfo", {})
     out.setdefault("sdkInfo", {})
     out["hasEdgeRouterConnection"] = False
@@ -107,7 +117,8 @@ IDENTITIES = Resource(
     ),
     role_attributes_path="identity-role-attributes",
     role_filter=True,
-    hooks=Hooks(validate=_validate, before_delete=_before_delete, after_write=_after_write, present=_present),
+    hooks=Hooks(validate=_validate, before_delete=_before_delete, after_write=_after_write,
+                after_create=_after_create, present=_present),
 )
 
 IDENTITY_TYPES = Resource(

@@ -1,17 +1,15 @@
-"""API sessions as a resource (admin list, detail, delete), authenticators and auth policies."""
+"""API sessions as a resource (admin list, detail, delete) and auth policies."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from controller.authentication.password_hashing import hash_password
-from controller.errors import FieldError
-from controller.resources.context import ReadContext, WriteContext
+from controller.resources.context import ReadContext
 from controller.resources.fields import NAME, REQUIRED_CU, bool_field, object_field, string_field, string_list
-from controller.resources.spec import Field, Hooks, Mode, Resource
+from controller.resources.spec import Hooks, Mode, Resource
 
-__all__ = ["API_SESSIONS", "AUTHENTICATORS", "AUTH_POLICIES", "DEFAULT_AUTH_POLICY"]
+__all__ = ["API_SESSIONS", "AUTH_POLICIES", "DEFAULT_AUTH_POLICY"]
 
 
 def _api_session_present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
@@ -39,45 +37,8 @@ API_SESSIONS = Resource(
     ),
     operations=frozenset({"list", "detail", "delete"}),
     hooks=Hooks(present=_api_session_present),
-)
-
-_USERNAME = {"type": "string", "minLength": 4, "maxLength": 100}
-_PASSWORD = {"type": "string", "minLength": 5, "maxLength": 100}
-
-
-def _authenticator_validate(ctx: WriteContext, row: dict[str, Any], old: Mapping[str, Any] | None,
-                            mode: Mode) -> None:
-    method = row.get("method")
-    if method != "updb":
-        # Certificate authenticators arrive with certificate enrollment; until then only updb is accepted.
-        raise FieldError("method", "method must be updb", method)
-    if not row.get("username"):
-        raise FieldError("username", "username is required for method updb", None)
-    if old is None and not row.get("_passwordHash"):
-        raise FieldError("password", "password is required for method updb", None)
-
-
-def _authenticator_normalize(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
-    """Hash the password before it reaches storage; the clear text never leaves this function."""
-    password = body.pop("password", None)
-    if password is not None:
-        body["_passwordHash"] = hash_password(password)
-    return body
-
-
-AUTHENTICATORS = Resource(
-    kind="authenticators", singular="authenticator", op_name="Authenticator", op_plural="Authenticators",
-    tag="Authenticator", body_name="authenticator",
-    fields=(
-        string_field("identityId", required=frozenset({Mode.CREATE}), writable=frozenset({Mode.CREATE}),
-                     ref="identities", ref_name="identity", on_delete="cascade"),
-        string_field("method", required=frozenset({Mode.CREATE}), writable=frozenset({Mode.CREATE})),
-        Field("username", _USERNAME, required=frozenset({Mode.UPDATE}), unique=True),
-        Field("password", _PASSWORD, required=frozenset({Mode.UPDATE}), stored=False),
-        Field("_passwordHash", {"type": "string"}),
-        string_field("certPem", writable=frozenset({Mode.CREATE}), filterable=False),
-    ),
-    hooks=Hooks(normalize=_authenticator_normalize, validate=_authenticator_validate),
+    # Deleting an authenticator ends the sessions it authenticated (controller/resources/authenticators.py).
+    indexes=(("authenticatorId",),),
 )
 
 _PRIMARY = {

@@ -147,6 +147,8 @@ class Hooks:
         validate: runs in the write transaction with the new row and the old one (None on create).
         before_delete: runs in the write transaction before a delete; refuses referenced or protected rows.
         after_write: runs in the write transaction after the row is stored (cascades to other rows).
+        after_create: runs in the write transaction after a create is stored, with the stored row and the request
+            body, request-only fields included (what a create sets up beside its row, such as an enrollment).
         present: adds computed fields to a response copy of the row.
     """
 
@@ -155,6 +157,7 @@ class Hooks:
     validate: Validate | None = None
     before_delete: BeforeDelete | None = None
     after_write: Callable[[WriteContext, Mapping[str, Any] | None, Mapping[str, Any] | None], None] | None = None
+    after_create: Callable[[WriteContext, Mapping[str, Any], Mapping[str, Any]], None] | None = None
     present: Present | None = None
 
 

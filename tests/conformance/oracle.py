@@ -38,7 +38,7 @@ MANAGEMENT_COVERED = frozenset({
     "identities", "identity-types", "services", "service-policies", "posture-checks", "posture-check-types",
     "edge-routers", "routers", "transit-routers", "edge-router-policies", "service-edge-router-policies",
     "terminators", "config-types", "configs", "auth-policies", "external-jwt-signers", "authenticators",
-    "api-sessions", "sessions",
+    "api-sessions", "sessions", "cas", "enrollments",
     "identity-role-attributes", "service-role-attributes", "edge-router-role-attributes",
     "posture-check-role-attributes",
 })

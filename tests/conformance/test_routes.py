@@ -23,12 +23,10 @@ NOT_YET: dict[str, dict[str, str]] = {
     "management": {
         **_group(
             "enrollment (its own issue): enrollments, their refresh, and re-enrolling authenticators and routers",
-            "GET /enrollments", "POST /enrollments", "GET /enrollments/{id}", "DELETE /enrollments/{id}",
-            "POST /enrollments/{id}/refresh", "GET /identities/{id}/enrollments",
+            "POST /enrollments", "POST /enrollments/{id}/refresh", "GET /identities/{id}/enrollments",
             "POST /authenticators/{id}/re-enroll", "POST /edge-routers/{id}/re-enroll"),
         **_group(
             "third-party certificate authorities (their own issue)",
-            "GET /cas", "POST /cas", "GET /cas/{id}", "PUT /cas/{id}", "PATCH /cas/{id}", "DELETE /cas/{id}",
             "GET /cas/{id}/jwt", "POST /cas/{id}/verify"),
         **_group(
             "database snapshot and integrity checks (their own issue)",

@@ -216,3 +216,32 @@ async def test_a_second_controller_on_the_same_data_directory_is_refused(tmp_pat
     finally:
         first.close()
     Controller.open(make_settings(data)).close()  # free again once the first has closed
+
+
+def test_server_key_and_certificate_validity_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.authentication.pki import SERVER_KEY_TYPES
+
+    defaults, _ = parse_settings(["serve"], environ={})
+    assert (defaults.server_key_type, defaults.client_cert_days) == ("rsa", 365)
+    for key_type in SERVER_KEY_TYPES:  # every type ensure_pki knows is offered, and no other
+        settings, _ = parse_settings(["serve", "--server-key", key_type, "--cert-validity-days", "30"], environ={})
+        assert (settings.server_key_type, settings.client_cert_days) == (key_type, 30)
+    with pytest.raises(SystemExit) as exited:
+        parse_settings(["serve", "--help"], environ={})
+    assert exited.value.code == 0
+    usage = capsys.readouterr().out
+    assert "--server-key {rsa,ec}" in usage and "--cert-validity-days" in usage
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["serve", "--server-key", "dsa"], "--server-key"),
+    (["serve", "--cert-validity-days", "0"], "must be a positive number of days"),
+    (["serve", "--cert-validity-days", "-3"], "must be a positive number of days"),
+    (["serve", "--cert-validity-days", "a year"], "--cert-validity-days"),
+])
+def test_bad_server_key_or_certificate_validity(argv: list[str], message: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_settings(argv, environ={})
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

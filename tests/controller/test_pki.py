@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
@@ -234,3 +234,75 @@ def test_tls_handshake(base_dir: Path, hostname: str) -> None:
 def test_tls_handshake_rejects_unknown_name(base_dir: Path) -> None:
     error = _handshake(ensure_pki(base_dir, EXTRA_SANS), "elsewhere.example")
     assert error is not None and "match" in error.lower()
+
+
+# --- server key type ----------------------------------------------------------------------------------------------
+
+
+def _key_usage(cert: x509.Certificate) -> x509.KeyUsage:
+    extension = cert.extensions.get_extension_for_class(x509.KeyUsage)
+    assert extension.critical
+    return extension.value
+
+
+def test_rsa_server_certificate_key_usage(base_dir: Path) -> None:
+    usage = _key_usage(ensure_pki(base_dir, EXTRA_SANS).server_cert)
+    assert usage.digital_signature and usage.key_encipherment and not usage.key_agreement
+
+
+def test_ec_server_key(tmp_path: Path) -> None:
+    pki = ensure_pki(tmp_path / "pki", EXTRA_SANS, server_key_type="ec")
+    key = pki.load_server_key()
+    assert isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
+    assert key.public_key() == pki.server_cert.public_key()
+    assert stat.S_IMODE(pki.server_key_path.stat().st_mode) == 0o600
+    pki.server_cert.verify_directly_issued_by(pki.ca_cert)
+    usage = _key_usage(pki.server_cert)
+    assert usage.digital_signature and usage.key_agreement and not usage.key_encipherment
+    assert _handshake(pki, "tollgate.example.com") is None
+    assert ensure_pki(tmp_path / "pki", EXTRA_SANS, server_key_type="ec") == pki
+
+
+def test_switching_the_server_key_type_keeps_the_ca(pki_dir: Path) -> None:
+    rsa_pki = ensure_pki(pki_dir, EXTRA_SANS)
+    ca_key = (pki_dir / "ca.key").read_bytes()
+
+    ec_pki = ensure_pki(pki_dir, server_key_type="ec")
+    assert isinstance(ec_pki.load_server_key(), ec.EllipticCurvePrivateKey)
+    assert ec_pki.server_cert.public_key() == ec_pki.load_server_key().public_key()
+    assert ec_pki.ca_pem == rsa_pki.ca_pem and (pki_dir / "ca.key").read_bytes() == ca_key
+    ec_pki.server_cert.verify_directly_issued_by(ec_pki.ca_cert)
+    dns, _ = _sans(ec_pki.server_cert)
+    assert "tollgate.example.com" in dns  # names asked for earlier survive the switch
+    assert ensure_pki(pki_dir, server_key_type="ec") == ec_pki
+
+    back = ensure_pki(pki_dir, server_key_type="rsa")
+    assert isinstance(back.load_server_key(), rsa.RSAPrivateKey)
+    assert back.server_cert.public_key() != rsa_pki.server_cert.public_key()  # a new key, not the first one
+    assert back.ca_pem == rsa_pki.ca_pem and (pki_dir / "ca.key").read_bytes() == ca_key
+    assert _handshake(back, "localhost") is None
+
+
+def test_an_existing_ec_key_on_another_supported_curve_is_kept(tmp_path: Path) -> None:
+    pki = ensure_pki(tmp_path / "pki", server_key_type="ec")
+    p384 = ec.generate_private_key(ec.SECP384R1())
+    pki.server_key_path.write_bytes(p384.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                       serialization.NoEncryption()))
+    again = ensure_pki(tmp_path / "pki", server_key_type="ec")
+    assert again.server_cert.public_key() == p384.public_key()  # re-issued for the key on disk
+    again.server_cert.verify_directly_issued_by(again.ca_cert)
+
+
+def test_unknown_server_key_type(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="server_key_type"):
+        ensure_pki(tmp_path / "pki", server_key_type="dsa")
+    assert not (tmp_path / "pki").exists()
+
+
+def test_load_server_key_refuses_other_key_types(tmp_path: Path) -> None:
+    pki = ensure_pki(tmp_path / "pki", server_key_type="ec")
+    other = ed25519.Ed25519PrivateKey.generate()
+    pki.server_key_path.write_bytes(other.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                        serialization.NoEncryption()))
+    with pytest.raises(PkiError, match="neither an RSA nor an EC private key"):
+        pki.load_server_key()

@@ -8,11 +8,16 @@ value other than its default.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from controller.resources.catalog import RESOURCES
 from controller.resources.spec import MISSING, Field, Mode, Resource
@@ -27,12 +32,31 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "external-jwt-signers": {"certPem": None, "jwksEndpoint": "https://idp.example/jwks"},
 }
 
+# Values that must differ per body and cannot be written as data (a CA's own certificate).
+FACTORIES: dict[str, dict[str, Callable[[], Any]]] = {
+    "cas": {"certPem": lambda: ca_certificate_pem()},
+}
+
 # Non-default values of optional fields that need real rows (a field holding a list of ids, not a ``ref``).
 RICH_OVERRIDES: dict[str, dict[str, Callable[[Api], Awaitable[Any]]]] = {
     "services": {"configs": lambda admin: create_references(admin, "configs")},
 }
 
 _counter = itertools.count(1)
+
+
+def ca_certificate_pem(name: str = "Test CA") -> str:
+    """A new self-signed CA certificate (EC P-256), as PEM."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} {next(_counter)}")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=30))
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                   .sign(key, hashes.SHA256()))
+    return certificate.public_bytes(serialization.Encoding.PEM).decode()
 
 
 def kinds(operation: str, *, predicate: Any = None) -> list[Any]:
@@ -100,6 +124,7 @@ async def create_references(admin: Api, kind: str) -> list[str]:
 async def minimal_body(admin: Api, resource: Resource) -> dict[str, Any]:
     """A minimal valid create body that also carries every field PUT requires."""
     body: dict[str, Any] = dict(OVERRIDES.get(resource.kind, {}))
+    body.update({name: make() for name, make in FACTORIES.get(resource.kind, {}).items()})
     for f in variant_fields(resource):
         if f.name in body or f.name.startswith("_") or not (f.required & {Mode.CREATE, Mode.UPDATE}):
             continue
