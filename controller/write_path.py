@@ -19,7 +19,7 @@ from controller.roles import check_attributes, normalize_roles
 from storage.keys import MAX_KEY_BYTES, UnstorableValue
 from storage.store import UniqueViolation
 
-__all__ = ["create_row", "delete_row", "put_row", "replace_row"]
+__all__ = ["create_row", "delete_row", "put_row", "replace_row", "write_internal"]
 
 # Kinds whose role attributes are selected by policies and so may not look like selectors themselves.
 _ATTRIBUTE_CHECKED = {"identities", "services", "edge-routers"}
@@ -144,13 +144,13 @@ def delete_row(ctx: WriteContext, resource: Resource, row_id: str) -> dict[str, 
             else:
                 row = ctx.txn.get(other.kind, holder)
                 if row is not None:
-                    _write_internal(ctx, other, {**row, f.name: None}, row)
+                    write_internal(ctx, other, {**row, f.name: None}, row)
     for other, f in ctx.registry.role_fields(resource.kind):
         for holder in ctx.txn.ids_by_set(other.kind, f.name, f"@{row_id}"):
             row = ctx.txn.get(other.kind, holder)
             if row is not None:
                 stripped = [r for r in row.get(f.name) or [] if r != f"@{row_id}"]
-                _write_internal(ctx, other, {**row, f.name: stripped}, row)
+                write_internal(ctx, other, {**row, f.name: stripped}, row)
     # A cascade above may have rewritten this very row (a self-reference): then the store reads it again.
     ctx.txn.delete(resource.kind, row_id, stored=old if len(ctx.changes) == written else None)
     if resource.hooks.after_write is not None:
@@ -159,8 +159,10 @@ def delete_row(ctx: WriteContext, resource: Resource, row_id: str) -> dict[str, 
     return old
 
 
-def _write_internal(ctx: WriteContext, resource: Resource, row: dict[str, Any], old: dict[str, Any]) -> None:
-    """A cascade write: no validation (the row was valid and only lost a reference)."""
+def write_internal(ctx: WriteContext, resource: Resource, row: dict[str, Any], old: Mapping[str, Any]) -> None:
+    """A write the controller makes itself, not a client: a cascade (the row was valid and only lost a reference)
+    or a state change of the domain's own (an enrolled router, an extended certificate). No hook runs; the store
+    still enforces unique indexes, and the change is recorded."""
     row["updatedAt"] = format_time(ctx.now)
     ctx.txn.put(resource.kind, row)
-    ctx.changes.append(Change(resource.kind, row["id"], old, row))
+    ctx.changes.append(Change(resource.kind, row["id"], dict(old), row))

@@ -60,7 +60,9 @@ class Api:
 
     async def request(self, method: str, path: str, json: Any = None, *, raw: bytes | None = None,
                       headers: dict[str, str] | None = None, query: dict[str, Any] | None = None,
-                      base: str | None = None) -> Reply:
+                      base: str | None = None, certificate: str | None = None) -> Reply:
+        """One request; ``certificate`` (PEM) is presented as the TLS client certificate of the connection, as
+        web/server.py records it for real connections."""
         client = self.app.test_client()
         all_headers = dict(self.extra_headers)
         if self.token:
@@ -71,8 +73,9 @@ class Api:
         if json is not None:
             data = msgspec.json.encode(json)
             all_headers.setdefault("Content-Type", "application/json")
+        scope = {"extensions": {"tls": {"client_cert_chain": [certificate]}}} if certificate else None
         response = await client.open((base if base is not None else self.base) + path, method=method, data=data,
-                                     headers=all_headers, query_string=query)
+                                     headers=all_headers, query_string=query, scope_base=scope)
         body_bytes = await response.get_data()
         try:
             body = msgspec.json.decode(body_bytes) if body_bytes else None

@@ -18,6 +18,7 @@ from controller.errors import ApiError
 from controller.root import VERSION, Controller
 from web.client_certs import TlsExtension
 from web.errors import install_error_handlers, render_error
+from web.guards import bring_ext_jwt_factor
 from web.legacy_paths import LegacyPaths
 from web.resource_routes import register_resource_routes
 from web.routes import Routes
@@ -35,7 +36,19 @@ _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 def create_app(controller: Controller) -> QuartTrio:
     """Build the application for one controller; routes derive from its registry."""
-    from web import client_routes, identity_routes, info_routes, login_routes, mfa_routes, posture_routes
+    from web import (
+        authenticator_routes,
+        ca_routes,
+        client_routes,
+        enrollment_routes,
+        external_jwt_routes,
+        identity_routes,
+        info_routes,
+        login_routes,
+        mfa_routes,
+        posture_routes,
+        session_certificate_routes,
+    )
 
     app = QuartTrio("tollgate")
     # Quart's documented middleware hook: __call__ goes through asgi_app, so the test client passes these too.
@@ -60,6 +73,12 @@ def create_app(controller: Controller) -> QuartTrio:
             await request.get_data()
         return None
 
+    @app.before_request
+    async def external_jwt_factor() -> None:
+        # After the size check above (hooks run in registration order): a session owing an external JWT is
+        # completed here by the request's bearer token, so the handler sees it fully authenticated.
+        await bring_ext_jwt_factor(controller)
+
     @app.after_request
     async def finish(response: Response) -> Response:
         response.headers["ziti-instance-id"] = controller.instance_id
@@ -79,6 +98,11 @@ def create_app(controller: Controller) -> QuartTrio:
         login_routes.register(bp, routes, controller, api)
         info_routes.register(bp, routes, controller, api)
         mfa_routes.register(bp, routes, controller, api)
+        enrollment_routes.register(bp, routes, controller, api)
+        authenticator_routes.register(bp, routes, controller, api)
+        ca_routes.register(bp, routes, controller, api)
+        session_certificate_routes.register(bp, routes, controller, api)
+        external_jwt_routes.register(bp, routes, controller, api)
     identity_routes.register(management, routes, controller)
     client_routes.register(client, routes, controller)
     posture_routes.register(management, routes, controller)

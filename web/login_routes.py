@@ -6,13 +6,16 @@ from typing import Any
 
 from quart import Blueprint, Response, request
 
-from controller.authentication import MFA_AUTH_QUERY, login_password
+from controller.authentication import MFA_AUTH_QUERY, Credentials, LiveSession, login
+from controller.authentication.ext_jwt_login import ext_jwt_auth_query
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause
 from controller.present import present
 from controller.root import Controller
+from storage.store import ReadTxn
+from web.client_certs import client_certificate
 from web.envelope import empty, ok
-from web.guards import require_session
+from web.guards import bearer_tokens, require_session
 from web.request import read_json
 from web.routes import RouteInfo, Routes
 
@@ -28,6 +31,7 @@ def current_session_detail(controller: Controller, session_id: str) -> dict[str,
         if row is None or live is None:
             raise ApiError("UNAUTHORIZED")
         out = present(ctx, resource, row)
+        out["authQueries"] = _auth_queries(ctx.txn, live)
     expires = controller.sessions.expires_at(live)
     out["lastActivityAt"] = format_time(live.last_activity)
     out["cachedLastActivityAt"] = out["lastActivityAt"]
@@ -35,8 +39,17 @@ def current_session_detail(controller: Controller, session_id: str) -> dict[str,
     out["expirationSeconds"] = int(controller.sessions.timeout)
     out["isMfaRequired"] = live.mfa_required
     out["isMfaComplete"] = live.mfa_complete
-    out["authQueries"] = [dict(MFA_AUTH_QUERY)] if live.partial else []
     return out
+
+
+def _auth_queries(txn: ReadTxn, live: LiveSession) -> list[dict[str, Any]]:
+    """One auth query per second factor the session still owes: MFA, then the external JWT."""
+    queries: list[dict[str, Any]] = []
+    if live.mfa_owed:
+        queries.append(dict(MFA_AUTH_QUERY))
+    if live.ext_jwt_owed and live.ext_jwt_signer_id is not None:
+        queries.append(ext_jwt_auth_query(txn, live.ext_jwt_signer_id))
+    return queries
 
 
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
@@ -48,11 +61,9 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         method = request.args.get("method")
         if not method:
             raise ApiError("COULD_NOT_VALIDATE", field_cause("method", "method in query is required", None))
-        if method != "password":
-            # Certificate and external-JWT login arrive with certificate enrollment and JWT signers.
-            raise ApiError("INVALID_AUTH_METHOD")
-        body = await read_json()
-        row = await login_password(controller, body, request.remote_addr or "")
+        credentials = Credentials(await read_json(), request.remote_addr or "", client_certificate(request.scope),
+                                  bearer_tokens(request.headers.getlist("Authorization")))
+        row = await login(controller, method, credentials)
         detail = current_session_detail(controller, row["id"])
         headers = {"zt-session": row["token"], "expiration-seconds": str(detail["expirationSeconds"]),
                    "expires-at": detail["expiresAt"]}

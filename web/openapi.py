@@ -240,7 +240,7 @@ class _Builder:
                               "parameters": params, "errors": [400] if params else [],
                               "responses": {str(info.status): {"description": "Success", "schema": schema}}}
         if info.produces != "application/json":
-            op["produces"] = [info.produces]
+            op["produces"] = [kind.strip() for kind in info.produces.split(",")]
         return op
 
     # Definitions --------------------------------------------------------------------------------------------------

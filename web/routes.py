@@ -34,7 +34,7 @@ class RouteInfo:
     status: int = 200  # status of a successful answer
     query: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> schema, plus "required": True
     paged: bool = False  # takes the list parameters (limit, offset, filter, sort)
-    produces: str = "application/json"  # media type of a successful answer
+    produces: str = "application/json"  # media type(s) of a successful answer, comma-separated
     raw: bool = False  # the answer is the bare ``data`` value, not wrapped in the envelope
 
 

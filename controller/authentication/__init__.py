@@ -4,7 +4,9 @@ The rest of the controller and the web layer import what they need from here; th
 
 * ``api_sessions``: live API sessions by token, sliding expiry, logout;
 * ``session_start``: the common end of every login (auth policy, MFA requirement, the session row);
+* ``login``: the one entry of every login method;
 * ``password_hashing`` and ``password_login``: scrypt hashes of updb passwords, and login by password;
+* ``certificate_login`` and ``external_id``: login by client certificate, and a CA's external-id claim;
 * ``lockout`` and ``disable``: consecutive wrong passwords, and an identity's disabled window;
 * ``mfa``: TOTP enrolment, verification and recovery codes;
 * ``pki`` and ``server_names``: the controller's CA and TLS server certificate;
@@ -21,6 +23,7 @@ from controller.authentication.disable import DISABLE_SCHEMA, disable_identity, 
 from controller.authentication.enrollment_jwt import EnrollmentJwts
 from controller.authentication.issuing import Issuer
 from controller.authentication.jwks import JwksCache
+from controller.authentication.login import Credentials, login
 from controller.authentication.mfa import MFA_AUTH_QUERY, MFA_CODE_SCHEMA, MfaService
 from controller.authentication.password_hashing import hash_password
 from controller.authentication.password_login import login_password
@@ -36,6 +39,7 @@ __all__ = [
     "ApiSessions",
     "ApiSessionsStatistics",
     "ClientTrust",
+    "Credentials",
     "EnrollmentJwts",
     "Issuer",
     "JwksCache",
@@ -49,5 +53,6 @@ __all__ = [
     "enable_identity",
     "ensure_pki",
     "hash_password",
+    "login",
     "login_password",
 ]

@@ -8,20 +8,27 @@ since, re-arms at its new deadline and persists the new ``lastActivityAt``.
 Deadlines are kept in Trio time, not wall-clock time: a session used at Trio time ``t`` ends at exactly
 ``t + timeout``, with no rounding through the wall clock (so tests on a virtual clock can assert the instant).
 Wall-clock values (``lastActivityAt``, ``expiresAt``) are derived for display and persistence.
+
+A session is partially authenticated while it owes a second factor: its MFA code, or a JWT from the external JWT
+signer its auth policy requires (``controller/authentication/ext_jwt_login.py``). The signer owed and the instant
+until which a JWT satisfied it are kept on the row under internal keys (never shown), so a restart keeps them.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import trio
+from cryptography import x509
 
 from controller.authentication import password_hashing as passwords
 from controller.authentication.lockout import FailedLogins
+from controller.authentication.session_certificates import record_session_certificate
 from controller.clock import format_time, parse_time
 from controller.domain import Domain
 from controller.errors import ApiError
@@ -32,6 +39,10 @@ from controller.write_path import create_row, delete_row
 __all__ = ["KIND", "ApiSessions", "ApiSessionsStatistics", "LiveSession"]
 
 KIND = "api-sessions"
+# Internal row keys (present() hides keys starting with "_"): the signer owed, and until when (wall-clock epoch
+# seconds) a JWT from it satisfies the factor.
+_EXT_JWT_SIGNER = "_extJwtSignerId"
+_EXT_JWT_UNTIL = "_extJwtUntil"
 
 
 @dataclass(slots=True)
@@ -39,7 +50,9 @@ class LiveSession:
     """The in-memory state of one API session.
 
     ``last_activity`` is wall-clock epoch seconds (what ``lastActivityAt`` shows); ``deadline`` is the Trio time at
-    which the session ends unless it is used again.
+    which the session ends unless it is used again. ``ext_jwt_signer_id`` names the external JWT signer the auth
+    policy required at login (None when it required none); ``ext_jwt_until`` is the Trio time until which a JWT
+    from it satisfies that factor (minus infinity until one is brought).
     """
 
     id: str
@@ -50,11 +63,24 @@ class LiveSession:
     mfa_required: bool = False
     mfa_complete: bool = False
     deadline: float = 0.0
+    ext_jwt_signer_id: str | None = None
+    ext_jwt_until: float = -math.inf
+
+    @property
+    def mfa_owed(self) -> bool:
+        """MFA is required and no code was given yet."""
+        return self.mfa_required and not self.mfa_complete
+
+    @property
+    def ext_jwt_owed(self) -> bool:
+        """A JWT from the required external signer is owed: none was brought, or the last one has expired."""
+        return self.ext_jwt_signer_id is not None and trio.current_time() >= self.ext_jwt_until
 
     @property
     def partial(self) -> bool:
-        """Authenticated by password but still owing its MFA code."""
-        return self.mfa_required and not self.mfa_complete
+        """Still owing a second factor (MFA, an external JWT, or both): only the MFA routes and the session's own
+        detail and logout are open to it."""
+        return self.mfa_owed or self.ext_jwt_owed
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +149,9 @@ class ApiSessions:
                 session = LiveSession(row["id"], row["token"], row["identityId"], last, last,
                                       bool(row.get("isMfaRequired")), bool(row.get("isMfaComplete")))
                 session.deadline = self.domain.clock.to_trio(last) + self.timeout
+                session.ext_jwt_signer_id = row.get(_EXT_JWT_SIGNER)
+                if row.get(_EXT_JWT_UNTIL) is not None:
+                    session.ext_jwt_until = self.domain.clock.to_trio(float(row[_EXT_JWT_UNTIL]))
                 self._add(session)
 
     def _add(self, session: LiveSession) -> None:
@@ -209,11 +238,25 @@ class ApiSessions:
                 self._hashing -= 1
 
     async def create(self, identity_id: str, authenticator_id: str, ip: str, extra: Mapping[str, Any],
-                     mfa_required: bool = False) -> dict[str, Any]:
+                     mfa_required: bool = False, ext_jwt_signer_id: str | None = None,
+                     certificate: x509.Certificate | None = None) -> dict[str, Any]:
         """Start a session for an authenticated identity; returns the stored row.
 
-        The identity is checked again inside the write: one disabled (or deleted) while its password was being
-        verified gets no session (401 INVALID_AUTH), so a disable can never leave a live session behind.
+        Args:
+            identity_id: the authenticated identity.
+            authenticator_id: what vouched for it (an authenticator id, or a synthetic one such as
+                ``extJwtId:<signerId>``).
+            ip: the client's address.
+            extra: ``envInfo``, ``sdkInfo`` and ``configTypes`` of the login.
+            mfa_required: the session owes an MFA code.
+            ext_jwt_signer_id: the session owes a JWT from this external signer (None: it owes none).
+            certificate: the client certificate the identity logged in with; it becomes one of the session's
+                certificates (``/current-api-session/certificates``) in the same write.
+
+        Raises:
+            ApiError: 401 INVALID_AUTH when the identity is gone or disabled. It is checked again inside the write:
+                one disabled (or deleted) while its password was being verified gets no session, so a disable can
+                never leave a live session behind.
         """
         token = str(uuid.uuid4())
         now = self.domain.clock.now()
@@ -227,10 +270,17 @@ class ApiSessions:
             identity = ctx.txn.get("identities", identity_id)
             if identity is None or identity_disabled(identity, ctx.now):
                 raise ApiError("INVALID_AUTH")
-            return create_row(ctx, resource, body, None)
+            row = create_row(ctx, resource, body, None)
+            if ext_jwt_signer_id is not None:
+                row = {**row, _EXT_JWT_SIGNER: ext_jwt_signer_id}
+                ctx.txn.put(KIND, row)
+            if certificate is not None:
+                record_session_certificate(ctx, row["id"], certificate)
+            return row
 
         row = await self.domain.write(write)
-        session = LiveSession(row["id"], token, identity_id, now, now, mfa_required, False, deadline)
+        session = LiveSession(row["id"], token, identity_id, now, now, mfa_required, False, deadline,
+                              ext_jwt_signer_id)
         self._add(session)
         return row
 
@@ -323,3 +373,25 @@ class ApiSessions:
     async def mark_mfa_required(self, session_id: str) -> None:
         """The identity completed MFA enrolment in this session: MFA is now required and already done."""
         await self._set_mfa_flags(session_id, isMfaRequired=True, isMfaComplete=True)
+
+    # External JWT factor ------------------------------------------------------------------------------------------
+
+    async def mark_ext_jwt_satisfied(self, session_id: str, until: float) -> None:
+        """A JWT from the session's required external signer was brought: the factor is satisfied until ``until``
+        (wall-clock epoch seconds), persisted for restarts. A JWT expiring earlier than one already brought changes
+        nothing; a no-op when the session is gone."""
+        session = self._by_id.get(session_id)
+        if session is None:
+            return
+        trio_until = self.domain.clock.to_trio(until)
+        if trio_until <= session.ext_jwt_until:
+            return
+        session.ext_jwt_until = trio_until
+
+        def write(ctx: WriteContext) -> None:
+            row = ctx.txn.get(KIND, session_id)
+            # Two requests may bring JWTs at once: the later expiry wins whatever order their writes commit in.
+            if row is not None and until > float(row.get(_EXT_JWT_UNTIL, -math.inf)):
+                ctx.txn.put(KIND, {**row, _EXT_JWT_UNTIL: until})
+
+        await self.domain.write(write)

@@ -2,7 +2,8 @@
 
 Every primary login method (password, certificate, external JWT) finds an identity and the authenticator that
 vouched for it, then calls :func:`start_session`, so disabled identities, the auth policy's per-method switch, the
-MFA requirement and what the session records are decided in one place.
+second factors the session owes (an MFA code, a JWT from the external signer the policy requires) and what the
+session records are decided in one place.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cryptography import x509
+
 from actors.messages import ApiSessionStarted
 from controller.errors import ApiError
 from controller.resources.identities import identity_disabled
 from storage.store import ReadTxn
 
-__all__ = ["auth_policy", "start_session"]
+__all__ = ["auth_policy", "method_allowed", "required_ext_jwt_signer", "start_session"]
 
 
 def auth_policy(txn: ReadTxn, identity: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -31,16 +34,27 @@ def method_allowed(policy: Mapping[str, Any] | None, primary: str) -> bool:
     return bool(((policy or {}).get("primary") or {}).get(primary, {}).get("allowed", True))
 
 
+def required_ext_jwt_signer(policy: Mapping[str, Any] | None) -> str | None:
+    """The id of the external JWT signer whose JWT ``policy`` requires as a second factor
+    (``secondary.requireExtJwtSigner``); None when it requires none."""
+    signer_id = ((policy or {}).get("secondary") or {}).get("requireExtJwtSigner")
+    return signer_id if isinstance(signer_id, str) and signer_id else None
+
+
 async def start_session(controller: Any, identity: Mapping[str, Any], authenticator_id: str,
-                        policy: Mapping[str, Any] | None, primary: str, body: Any, ip: str) -> dict[str, Any]:
+                        policy: Mapping[str, Any] | None, primary: str, body: Any, ip: str,
+                        certificate: x509.Certificate | None = None) -> dict[str, Any]:
     """Start an API session for ``identity``, authenticated by ``authenticator_id`` with the primary method
-    ``primary``; returns the stored session row.
+    ``primary``; returns the stored session row. A certificate login passes its ``certificate``, which becomes one
+    of the session's certificates.
 
     Raises:
         ApiError: 401 INVALID_AUTH when the identity is disabled or its auth policy does not allow ``primary``.
 
-    The session is partial (it owes an MFA code) when the identity has a verified MFA enrolment or its policy
-    demands TOTP. ``envInfo``, ``sdkInfo`` and ``configTypes`` of the login body are kept with the session.
+    The session is partial while it owes a second factor: an MFA code when the identity has a verified MFA
+    enrolment or its policy demands TOTP, a JWT from the policy's required external signer when it names one (both
+    fixed here, for the session's lifetime). ``envInfo``, ``sdkInfo`` and ``configTypes`` of the login body are kept
+    with the session.
     """
     if identity_disabled(identity, controller.clock.now()) or not method_allowed(policy, primary):
         raise ApiError("INVALID_AUTH")
@@ -52,7 +66,9 @@ async def start_session(controller: Any, identity: Mapping[str, Any], authentica
     require_totp = bool(policy and (policy.get("secondary") or {}).get("requireTotp"))
     mfa_required = require_totp or controller.mfa.is_enrolled(identity["id"])
     row: dict[str, Any] = await controller.sessions.create(identity["id"], authenticator_id, ip, extra,
-                                                           mfa_required=mfa_required)
+                                                           mfa_required=mfa_required,
+                                                           ext_jwt_signer_id=required_ext_jwt_signer(policy),
+                                                           certificate=certificate)
     controller.engine.post(identity["id"], ApiSessionStarted(row["id"], extra.get("sdkInfo") or {}))
     return row
 

@@ -75,6 +75,8 @@ ASSOCIATIONS: dict[str, tuple[Association, ...]] = {
                     "listIdentitysEdgeRouterPolicies"),
         Association("authenticators", "authenticators", _referencing("authenticators", "identityId"),
                     "getIdentityAuthenticators"),
+        Association("enrollments", "enrollments", _referencing("enrollments", "identityId"),
+                    "getIdentityEnrollments"),
     ),
     "services": (
         Association("service-policies", "service-policies", _selecting("service-policies", "services"),

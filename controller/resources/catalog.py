@@ -15,6 +15,7 @@ from controller.resources.posture_checks import POSTURE_CHECK_TYPES, POSTURE_CHE
 from controller.resources.router_policies import EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES
 from controller.resources.routers import EDGE_ROUTERS, ROUTERS
 from controller.resources.services import SERVICE_POLICIES, SERVICES
+from controller.resources.session_certificates import API_SESSION_CERTIFICATES
 from controller.resources.sessions import API_SESSIONS, AUTH_POLICIES
 from controller.resources.spec import Resource
 from controller.resources.terminators import TERMINATORS
@@ -30,6 +31,7 @@ RESOURCES: tuple[Resource, ...] = (
     POSTURE_CHECKS,
     POSTURE_CHECK_TYPES,
     API_SESSIONS,
+    API_SESSION_CERTIFICATES,
     AUTHENTICATORS,
     AUTH_POLICIES,
     SESSIONS,

@@ -19,6 +19,7 @@ from typing import Any
 
 from controller.clock import format_time, parse_time
 from controller.errors import ApiError, field_cause, nested_cause
+from controller.present import entity_ref
 from controller.resources.context import ReadContext, WriteContext
 from controller.resources.fields import string_field
 from controller.resources.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
@@ -31,12 +32,14 @@ __all__ = [
     "ENROLLMENT_SECONDS",
     "IDENTITY_METHODS",
     "REFRESH_SCHEMA",
+    "ROUTER_KINDS",
     "SUBJECT_FIELDS",
     "add_enrollment",
     "enrollment_claims",
     "identity_enrollments",
     "refresh_enrollment",
     "request_enrollment",
+    "start_router_enrollment",
 ]
 
 ENROLLMENT_SECONDS = 180 * 60
@@ -47,6 +50,10 @@ IDENTITY_METHODS = ("ott", "ottca", "updb")
 
 SUBJECT_FIELDS = {"identityId": "identities", "edgeRouterId": "edge-routers", "transitRouterId": "routers"}
 """The field naming an enrollment's subject, and the subject's kind."""
+
+ROUTER_KINDS: Mapping[str, tuple[str, str]] = {"edge-routers": ("erott", "edgeRouterId"),
+                                              "routers": ("trott", "transitRouterId")}
+"""For each router kind: its enrollment method and the enrollment field naming the router."""
 
 CREATE_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["method", "identityId", "expiresAt"],
@@ -103,6 +110,13 @@ def add_enrollment(ctx: WriteContext, method: str, subject_field: str, subject_i
     return create_row(ctx, ctx.registry["enrollments"], body, None)
 
 
+def start_router_enrollment(ctx: WriteContext, kind: str, router_id: str) -> dict[str, Any]:
+    """A new enrollment for a router of ``kind`` (``edge-routers`` or ``routers``), valid for the default
+    lifetime; returns it."""
+    method, subject_field = ROUTER_KINDS[kind]
+    return add_enrollment(ctx, method, subject_field, router_id, ctx.now + ENROLLMENT_SECONDS)
+
+
 def request_enrollment(ctx: WriteContext, identity_id: str, method: str, expires_at: Any, ca_id: Any,
                        username: Any) -> dict[str, Any]:
     """An identity enrollment asked for by an admin (``POST /enrollments`` or an identity create), checked as the
@@ -130,13 +144,13 @@ def request_enrollment(ctx: WriteContext, identity_id: str, method: str, expires
     return add_enrollment(ctx, method, "identityId", identity_id, moment, ca_id=ca_id, username=username)
 
 
-def refresh_enrollment(ctx: WriteContext, enrollment_id: str, expires_at: Any) -> dict[str, Any]:
-    """A new token and expiry for an enrollment (outstanding or expired): the old JWT stops working."""
+def refresh_enrollment(ctx: WriteContext, enrollment_id: str, expires_at: float) -> dict[str, Any]:
+    """A new token and expiry (epoch seconds) for a stored enrollment, outstanding or expired: the old JWT stops
+    working. Returns the stored row."""
     old = ctx.txn.get("enrollments", enrollment_id)
     if old is None:
         raise ApiError("NOT_FOUND", nested_cause(f"enrollment with id {enrollment_id} not found"))
-    moment = _future(ctx, expires_at)
-    row = {**old, "token": str(uuid.uuid4()), "expiresAt": format_time(moment), "updatedAt": format_time(ctx.now)}
+    row = {**old, "token": str(uuid.uuid4()), "expiresAt": format_time(expires_at), "updatedAt": format_time(ctx.now)}
     return put_row(ctx, ctx.registry["enrollments"], row, old, Mode.PATCH)
 
 
@@ -151,8 +165,7 @@ def identity_enrollments(ctx: ReadContext, identity_id: str) -> dict[str, Any]:
                                  "expiresAt": row["expiresAt"]}
         if row["method"] == "ottca":
             entry["caId"] = row.get("caId")
-        if row["method"] == "updb":
-            entry["username"] = row.get("username")
+            entry["ca"] = entity_ref(ctx, "cas", row.get("caId"))
         out[row["method"]] = entry
     return out
 

@@ -2,28 +2,26 @@
 
 No router connects to this controller yet, so every router reports the run-time state of one that has never
 connected: offline, sync status ``SYNC_UNKNOWN``, no hostname, protocols or version. A new router is unverified and
-waits for enrollment: it gets an enrollment token that expires after :data:`ENROLLMENT_SECONDS`. The enrollment JWT
-stays null until enrollment (which needs the controller's signing key) exists.
+gets an enrollment (``erott`` for edge routers, ``trott`` for transit routers) with the default lifetime; its
+detail shows that enrollment's token, JWT and dates until the router enrols
+(``controller/authentication/router_enrollment.py``), after which it is verified and shows its client certificate
+and that certificate's fingerprint.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from controller.clock import format_time
 from controller.resources.context import ReadContext, WriteContext
+from controller.resources.enrollments import ROUTER_KINDS, start_router_enrollment
 from controller.resources.fields import ATTRIBUTES, COST, NAME, bool_field, object_field, string_field
-from controller.resources.spec import Field, Hooks, Mode, Resource
+from controller.resources.spec import AfterCreate, Field, Hooks, Mode, Present, Resource
 
-__all__ = ["EDGE_ROUTERS", "ENROLLMENT_SECONDS", "ROUTERS"]
-
-ENROLLMENT_SECONDS = 180 * 60
-"""Lifetime of a router's enrollment token (the reference's default router enrollment duration)."""
+__all__ = ["EDGE_ROUTERS", "ROUTERS"]
 
 _NONE: frozenset[Mode] = frozenset()
-_ENROLLMENT_FIELDS = ("enrollmentToken", "enrollmentCreatedAt", "enrollmentExpiresAt")
+_ENROLLMENT_FIELDS = ("enrollmentToken", "enrollmentJwt", "enrollmentCreatedAt", "enrollmentExpiresAt")
 _VERSION_INFO = {"os": "", "version": "", "arch": "", "buildDate": "", "revision": ""}
 
 # Request fields that accept null; null stores the default, as the reference maps a missing value to its zero.
@@ -31,11 +29,12 @@ _NULL_DEFAULTS: dict[str, Any] = {"cost": 0, "disabled": False, "noTraversal": F
 
 
 def _state_fields() -> tuple[Field, ...]:
-    """Fields the controller maintains: verification, certificate fingerprint and the pending enrollment."""
+    """Fields the controller maintains: verification, and the client certificate of an enrolled router (its
+    fingerprint is how ``/enroll/extend/router`` recognises the router)."""
     return (
         bool_field("isVerified", writable=_NONE, default=False),
-        string_field("fingerprint", writable=_NONE, default=None),
-        *(string_field(name, writable=_NONE, default=None, filterable=False) for name in _ENROLLMENT_FIELDS),
+        string_field("fingerprint", writable=_NONE, unique=True, default=None),
+        string_field("certPem", writable=_NONE, default=None, filterable=False),
     )
 
 
@@ -54,40 +53,51 @@ def _validate(ctx: WriteContext, row: dict[str, Any], old: Mapping[str, Any] | N
             row[name] = default
     if "appData" in row and row["appData"] is None:
         row["appData"] = {}
-    if old is None:
-        row["enrollmentToken"] = str(uuid.uuid4())
-        row["enrollmentCreatedAt"] = format_time(ctx.now)
-        row["enrollmentExpiresAt"] = format_time(ctx.now + ENROLLMENT_SECONDS)
 
 
-def _present_router(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
-    out["isOnline"] = False
-    out["fingerprint"] = row.get("fingerprint") or ""
-    out["unverifiedCertPem"] = None
-    out["unverifiedFingerprint"] = None
-    out["enrollmentJwt"] = None
-    if row.get("isVerified"):
-        # A verified router has completed its enrollment; nothing is pending any more.
+def _enrolling(kind: str) -> AfterCreate:
+    """The create hook of a router kind: every new router gets its enrollment."""
+    def after_create(ctx: WriteContext, row: Mapping[str, Any], body: Mapping[str, Any]) -> None:
+        start_router_enrollment(ctx, kind, row["id"])
+    return after_create
+
+
+def _presenter(kind: str) -> Present:
+    """The presentation of a router kind: the state of a router that has never connected, and its pending
+    enrollment until it enrols."""
+    subject_field = ROUTER_KINDS[kind][1]
+
+    def present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
+        out["isOnline"] = False
+        out["fingerprint"] = row.get("fingerprint") or ""
+        out.setdefault("certPem", None)
+        out["unverifiedCertPem"] = None
+        out["unverifiedFingerprint"] = None
         for name in _ENROLLMENT_FIELDS:
             out[name] = None
-
-
-def _present_edge_router(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
-    _present_router(ctx, row, out)
-    out["hostname"] = ""
-    out["supportedProtocols"] = {}
-    out["syncStatus"] = "SYNC_UNKNOWN"
-    out["versionInfo"] = dict(_VERSION_INFO)
-    out["certPem"] = None
-    out["roleAttributes"] = row.get("roleAttributes") or []
-    out["appData"] = row.get("appData") or {}
+        for enrollment_id in () if row.get("isVerified") else ctx.txn.ids_by_ref("enrollments", subject_field,
+                                                                                  row["id"]):
+            enrollment = ctx.txn.get("enrollments", enrollment_id)
+            if enrollment is not None:
+                out["enrollmentToken"] = enrollment["token"]
+                out["enrollmentCreatedAt"] = enrollment["createdAt"]
+                out["enrollmentExpiresAt"] = enrollment["expiresAt"]
+                out["enrollmentJwt"] = ctx.env.enrollment_jwt(enrollment) if ctx.env is not None else None
+        if kind == "edge-routers":
+            out["hostname"] = ""
+            out["supportedProtocols"] = {}
+            out["syncStatus"] = "SYNC_UNKNOWN"
+            out["versionInfo"] = dict(_VERSION_INFO)
+            out["roleAttributes"] = row.get("roleAttributes") or []
+            out["appData"] = row.get("appData") or {}
+    return present
 
 
 ROUTERS = Resource(
     kind="routers", singular="router", op_name="Router", op_plural="Routers", tag="Router", body_name="router",
     fields=_ROUTER_FIELDS,
     aliases=("transit-routers",),
-    hooks=Hooks(validate=_validate, present=_present_router),
+    hooks=Hooks(validate=_validate, after_create=_enrolling("routers"), present=_presenter("routers")),
 )
 
 EDGE_ROUTERS = Resource(
@@ -101,6 +111,7 @@ EDGE_ROUTERS = Resource(
     ),
     role_attributes_path="edge-router-role-attributes",
     role_filter=True,
-    hooks=Hooks(validate=_validate, present=_present_edge_router),
+    hooks=Hooks(validate=_validate, after_create=_enrolling("edge-routers"),
+                present=_presenter("edge-routers")),
     shapes_access=True,
 )

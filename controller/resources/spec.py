@@ -23,10 +23,12 @@ __all__ = [
     "CREATE_ONLY",
     "MISSING",
     "WRITE_MODES",
+    "AfterCreate",
     "Association",
     "Field",
     "Hooks",
     "Mode",
+    "Present",
     "Resource",
     "Variant",
     "Variants",
@@ -135,6 +137,7 @@ Validate = Callable[["WriteContext", dict[str, Any], "Mapping[str, Any] | None",
 Normalize = Callable[[dict[str, Any], Mode], dict[str, Any]]
 BeforeDelete = Callable[["WriteContext", Mapping[str, Any]], None]
 Present = Callable[["ReadContext", Mapping[str, Any], dict[str, Any]], None]
+AfterCreate = Callable[["WriteContext", Mapping[str, Any], Mapping[str, Any]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +160,7 @@ class Hooks:
     validate: Validate | None = None
     before_delete: BeforeDelete | None = None
     after_write: Callable[[WriteContext, Mapping[str, Any] | None, Mapping[str, Any] | None], None] | None = None
-    after_create: Callable[[WriteContext, Mapping[str, Any], Mapping[str, Any]], None] | None = None
+    after_create: AfterCreate | None = None
     present: Present | None = None
 
 

@@ -45,7 +45,7 @@ MANAGEMENT_COVERED = frozenset({
 CLIENT_COVERED = frozenset({
     "", "version", "enumerated-capabilities", "specs", ".well-known", "protocols",
     "authenticate", "current-api-session", "current-identity", "services", "sessions",
-    "posture-response", "posture-response-bulk",
+    "posture-response", "posture-response-bulk", "external-jwt-signers", "enroll",
 })
 COVERED = {"management": MANAGEMENT_COVERED, "client": CLIENT_COVERED}
 

@@ -22,22 +22,9 @@ def _group(reason: str, *ops: str) -> dict[str, str]:
 NOT_YET: dict[str, dict[str, str]] = {
     "management": {
         **_group(
-            "enrollment (its own issue): enrollments, their refresh, and re-enrolling authenticators and routers",
-            "POST /enrollments", "POST /enrollments/{id}/refresh", "GET /identities/{id}/enrollments",
-            "POST /authenticators/{id}/re-enroll", "POST /edge-routers/{id}/re-enroll"),
-        **_group(
-            "third-party certificate authorities (their own issue)",
-            "GET /cas/{id}/jwt", "POST /cas/{id}/verify"),
-        **_group(
             "database snapshot and integrity checks (their own issue)",
             "POST /database/snapshot", "POST /database/check-data-integrity",
             "POST /database/fix-data-integrity", "GET /database/data-integrity-results"),
-        **_group(
-            "the caller's own authenticators: password change and certificate extension (a later issue)",
-            "GET /current-identity/authenticators", "GET /current-identity/authenticators/{id}",
-            "PUT /current-identity/authenticators/{id}", "PATCH /current-identity/authenticators/{id}",
-            "POST /current-identity/authenticators/{id}/extend",
-            "POST /current-identity/authenticators/{id}/extend-verify"),
         **_group(
             "per-identity service config overrides (a later issue)",
             "GET /identities/{id}/service-configs", "POST /identities/{id}/service-configs",
@@ -47,26 +34,12 @@ NOT_YET: dict[str, dict[str, str]] = {
     },
     "client": {
         **_group(
-            "enrollment (its own issue)",
-            "POST /enroll", "POST /enroll/ca", "POST /enroll/challenge", "POST /enroll/erott",
-            "POST /enroll/extend/router", "GET /enroll/jwks", "POST /enroll/ott", "POST /enroll/ottca",
-            "POST /enroll/updb"),
-        **_group(
-            "the caller's own authenticators and API session certificates (a later issue)",
-            "GET /current-identity/authenticators", "GET /current-identity/authenticators/{id}",
-            "PUT /current-identity/authenticators/{id}", "PATCH /current-identity/authenticators/{id}",
-            "POST /current-identity/authenticators/{id}/extend",
-            "POST /current-identity/authenticators/{id}/extend-verify",
-            "GET /current-api-session/certificates", "POST /current-api-session/certificates",
-            "GET /current-api-session/certificates/{id}", "DELETE /current-api-session/certificates/{id}"),
-        **_group(
             "service writes on the client API: listed by the reference, served by neither OpenZiti nor us; "
             "services are managed on the management API",
             "PUT /services/{id}", "PATCH /services/{id}", "DELETE /services/{id}"),
         **_group(
             "a client's view of a service's edge routers and terminators (with router connectivity, a later issue)",
             "GET /services/{id}/edge-routers", "GET /services/{id}/terminators"),
-        **_group("external JWT signers for clients (with JWT login, a later issue)", "GET /external-jwt-signers"),
         **_group("controller clusters: Tollgate runs as a single controller", "GET /controllers"),
     },
 }

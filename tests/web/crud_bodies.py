@@ -8,19 +8,15 @@ value other than its default.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from controller.resources.catalog import RESOURCES
 from controller.resources.spec import MISSING, Field, Mode, Resource
+from tests.certificates import Authority
 from tests.support import Api
 
 # Values a kind needs beyond what its schema says (hook rules such as "method must be updb").
@@ -34,7 +30,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 
 # Values that must differ per body and cannot be written as data (a CA's own certificate).
 FACTORIES: dict[str, dict[str, Callable[[], Any]]] = {
-    "cas": {"certPem": lambda: ca_certificate_pem()},
+    "cas": {"certPem": lambda: Authority.create().pem},
 }
 
 # Non-default values of optional fields that need real rows (a field holding a list of ids, not a ``ref``).
@@ -43,20 +39,6 @@ RICH_OVERRIDES: dict[str, dict[str, Callable[[Api], Awaitable[Any]]]] = {
 }
 
 _counter = itertools.count(1)
-
-
-def ca_certificate_pem(name: str = "Test CA") -> str:
-    """A new self-signed CA certificate (EC P-256), as PEM."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} {next(_counter)}")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5))
-                   .not_valid_after(now + datetime.timedelta(days=30))
-                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                   .sign(key, hashes.SHA256()))
-    return certificate.public_bytes(serialization.Encoding.PEM).decode()
 
 
 def kinds(operation: str, *, predicate: Any = None) -> list[Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+import jwt
+
 from controller.clock import parse_time
 from tests.support import Api
 
@@ -25,8 +27,10 @@ async def test_edge_router_create_and_detail(admin: Api) -> None:
     assert (router["hostname"], router["supportedProtocols"], router["fingerprint"]) == ("", {}, "")
     assert router["versionInfo"] == {"os": "", "version": "", "arch": "", "buildDate": "", "revision": ""}
     assert (router["certPem"], router["unverifiedCertPem"], router["unverifiedFingerprint"]) == (None, None, None)
-    assert router["enrollmentJwt"] is None
     assert str(uuid.UUID(router["enrollmentToken"])) == router["enrollmentToken"]
+    claims = jwt.decode(router["enrollmentJwt"], options={"verify_signature": False})
+    assert (claims["em"], claims["sub"], claims["jti"]) == ("erott", router["id"], router["enrollmentToken"])
+    assert claims["exp"] == int(parse_time(router["enrollmentExpiresAt"]))
     assert router["enrollmentCreatedAt"] == router["createdAt"]
     lifetime = parse_time(router["enrollmentExpiresAt"]) - parse_time(router["enrollmentCreatedAt"])
     assert abs(lifetime - 180 * 60) < 0.002

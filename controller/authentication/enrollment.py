@@ -1,0 +1,230 @@
+"""Enrolment, the client's side: a one-time token (or a CA's certificate) exchanged for a credential.
+
+``POST /enroll?method=…&token=…`` finds the enrollment by its token and follows the enrollment's own method
+(whatever ``method`` says, as the reference does), except ``method=ca``, which needs no token
+(``ca_enrollment.py``):
+
+* ``ott``: a CSR in, a certificate from the controller's CA out, stored as the identity's cert authenticator;
+* ``ottca``: the client's certificate from a third-party CA (presented over TLS) becomes its cert authenticator;
+* ``updb``: a password in, stored (hashed) as the identity's updb authenticator under the enrollment's username;
+* ``erott``/``trott``: a router's client and server CSRs in, its certificates out (``router_enrollment.py``).
+
+Every enrolment consumes its token in the same durable write that stores the credential, so a token works once
+even when two requests race with it. Unlike the reference (which checks expiry only for routers), an expired
+enrollment is refused for every method: an expiry no one enforces is no expiry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from cryptography import x509
+
+from controller.authentication.client_certificates import ca_certificate
+from controller.authentication.csr import load_csr
+from controller.authentication.issuing import certificate_pem, fingerprint, issued_by
+from controller.authentication.password_hashing import hash_password
+from controller.clock import parse_time
+from controller.errors import ApiError, field_cause
+from controller.resources.context import WriteContext
+from controller.write_path import create_row, delete_row
+
+__all__ = ["Enrolled", "EnrollmentRequest", "claim", "enroll", "issue_time", "within_validity"]
+
+_PASSWORD_LENGTH = (5, 100)
+
+
+@dataclass(frozen=True, slots=True)
+class EnrollmentRequest:
+    """What a client sent to an enrolment route.
+
+    Attributes:
+        token: the enrollment token (query ``token`` or the body's ``token``); None when absent.
+        raw: the body when it is not JSON (a PEM or DER CSR), else None.
+        json: the body when it is JSON (an object), else None.
+        certificate: the TLS client certificate of the connection, if any.
+    """
+
+    token: str | None
+    raw: bytes | None = None
+    json: Mapping[str, Any] | None = None
+    certificate: x509.Certificate | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Enrolled:
+    """What an enrolment answers: certificates as PEM (None when the method issues none)."""
+
+    cert: str | None = None
+    server_cert: str | None = None
+    ca: str | None = None
+
+    def data(self) -> dict[str, str]:
+        """The answer's ``data`` (the reference's enrollmentCerts, absent fields left out)."""
+        fields = {"cert": self.cert, "serverCert": self.server_cert, "ca": self.ca}
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+def issue_time(controller: Any) -> dt.datetime:
+    """The controller's current time, as certificate issuing takes it."""
+    return dt.datetime.fromtimestamp(controller.clock.now(), dt.UTC)
+
+
+def within_validity(certificate: x509.Certificate, now: float) -> bool:
+    """Whether ``now`` (epoch seconds) lies within the certificate's validity dates."""
+    return certificate.not_valid_before_utc.timestamp() <= now <= certificate.not_valid_after_utc.timestamp()
+
+
+def claim(ctx: WriteContext, token: str, methods: tuple[str, ...]) -> dict[str, Any]:
+    """Inside the enrolment's write: the outstanding enrollment of ``token``, deleted (consumed).
+
+    Raises:
+        ApiError: 400 INVALID_ENROLLMENT_TOKEN when no enrollment of one of ``methods`` has the token (never had,
+            consumed meanwhile, or its subject deleted), 400 ENROLLMENT_EXPIRED when it has expired.
+    """
+    enrollment_id = ctx.txn.by_unique("enrollments", "token", token)
+    row = ctx.txn.get("enrollments", enrollment_id) if enrollment_id else None
+    if row is None or row.get("method") not in methods:
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
+    if parse_time(row["expiresAt"]) <= ctx.now:
+        raise ApiError("ENROLLMENT_EXPIRED")
+    delete_row(ctx, ctx.registry["enrollments"], row["id"])
+    return row
+
+
+def _outstanding(controller: Any, token: str | None) -> dict[str, Any]:
+    """The enrollment a token names, checked before any work is done for it (the write checks again)."""
+    with controller.store.read() as txn:
+        enrollment_id = txn.by_unique("enrollments", "token", token) if token else None
+        row: dict[str, Any] | None = txn.get("enrollments", enrollment_id) if enrollment_id else None
+        subject_kind, subject_id = _subject(row) if row else ("", "")
+        if row is None or not subject_id or not txn.exists(subject_kind, subject_id):
+            raise ApiError("INVALID_ENROLLMENT_TOKEN")
+    if parse_time(row["expiresAt"]) <= controller.clock.now():
+        raise ApiError("ENROLLMENT_EXPIRED")
+    return row
+
+
+def _subject(row: Mapping[str, Any]) -> tuple[str, str]:
+    for name, kind in (("identityId", "identities"), ("edgeRouterId", "edge-routers"),
+                       ("transitRouterId", "routers")):
+        if row.get(name):
+            return kind, str(row[name])
+    return "", ""
+
+
+async def enroll(controller: Any, method: str | None, request: EnrollmentRequest) -> Enrolled:
+    """Carry out an enrolment; see the module docstring.
+
+    Raises:
+        ApiError: 400 INVALID_ENROLLMENT_TOKEN, ENROLLMENT_EXPIRED, COULD_NOT_PROCESS_CSR,
+            MISSING_OR_INVALID_CSR, ENROLLMENT_CA_NOT_VALID, CERT_FAILED_VALIDATION, COULD_NOT_VALIDATE;
+            409 CERT_IN_USE, MAX_AUTHENTICATOR_METHODS_REACHED.
+    """
+    from controller.authentication.ca_enrollment import enroll_through_ca
+    from controller.authentication.router_enrollment import enroll_router
+
+    if method == "ca":
+        await enroll_through_ca(controller, request)
+        return Enrolled()
+    enrollment = _outstanding(controller, request.token)
+    match enrollment["method"]:
+        case "ott":
+            return await _enroll_ott(controller, enrollment, request)
+        case "ottca":
+            await _enroll_ottca(controller, enrollment, request)
+            return Enrolled()
+        case "updb":
+            await _enroll_updb(controller, enrollment, request)
+            return Enrolled()
+        case "erott" | "trott":
+            return await enroll_router(controller, enrollment, request)
+    raise ApiError("INVALID_ENROLL_METHOD")
+
+
+def _csr(request: EnrollmentRequest) -> str | bytes:
+    """The CSR of an ``ott`` enrolment: the raw body, or a JSON body's ``csr``/``clientCsr`` (the reference's
+    documented body for ``/enroll/ott``)."""
+    if request.raw is not None:
+        return request.raw
+    value = (request.json or {}).get("csr", (request.json or {}).get("clientCsr"))
+    return value if isinstance(value, str) else ""
+
+
+async def _enroll_ott(controller: Any, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> Enrolled:
+    csr = load_csr(_csr(request), "csr")
+    certificate = controller.issuer.client_certificate(csr, str(enrollment["identityId"]), now=issue_time(controller))
+    pem = certificate_pem(certificate)
+    token = str(enrollment["token"])
+
+    def write(ctx: WriteContext) -> None:
+        consumed = claim(ctx, token, ("ott",))
+        body = {"identityId": consumed["identityId"], "method": "cert", "certPem": pem}
+        create_row(ctx, ctx.registry["authenticators"], body, None)
+
+    await controller.domain.write(write)
+    return Enrolled(cert=pem)
+
+
+async def _enroll_ottca(controller: Any, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> None:
+    """The client's own certificate, issued by the enrollment's CA, becomes its cert authenticator."""
+    with controller.store.read() as txn:
+        ca = txn.get("cas", str(enrollment.get("caId") or ""))
+    if ca is None:
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
+    if not (ca.get("isOttCaEnrollmentEnabled") and ca.get("isVerified")):
+        raise ApiError("ENROLLMENT_CA_NOT_VALID")
+    certificate = request.certificate
+    ca_cert = ca_certificate(ca)
+    if (certificate is None or ca_cert is None or not issued_by(certificate, ca_cert)
+            or not within_validity(certificate, controller.clock.now())):
+        raise ApiError("CERT_FAILED_VALIDATION")
+    pem, print_ = certificate_pem(certificate), fingerprint(certificate)
+    token = str(enrollment["token"])
+
+    def write(ctx: WriteContext) -> None:
+        consumed = claim(ctx, token, ("ottca",))
+        refuse_certificate_in_use(ctx, print_)
+        body = {"identityId": consumed["identityId"], "method": "cert", "certPem": pem}
+        create_row(ctx, ctx.registry["authenticators"], body, None)
+
+    await controller.domain.write(write)
+
+
+def refuse_certificate_in_use(ctx: WriteContext, print_: str) -> None:
+    """409 CERT_IN_USE when a cert authenticator already holds the certificate of fingerprint ``print_``."""
+    if ctx.txn.by_unique("authenticators", "fingerprint", print_) is not None:
+        raise ApiError("CERT_IN_USE", {"message": "the certificate is already in use", "data": {"fingerprint": print_}})
+
+
+async def _enroll_updb(controller: Any, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> None:
+    """A password for the enrollment's username becomes the identity's updb authenticator."""
+    password = (request.json or {}).get("password")
+    if not isinstance(password, str) or not password:
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("password", "password in body is required", None))
+    low, high = _PASSWORD_LENGTH
+    if not low <= len(password) <= high:
+        raise ApiError("COULD_NOT_VALIDATE", field_cause(
+            "password", f"password in body should be between {low} and {high} chars long", "*"))
+    digest = await _hashed(controller, password)
+    token = str(enrollment["token"])
+
+    def write(ctx: WriteContext) -> None:
+        consumed = claim(ctx, token, ("updb",))
+        body = {"identityId": consumed["identityId"], "method": "updb", "username": consumed.get("username"),
+                "_passwordHash": digest}
+        create_row(ctx, ctx.registry["authenticators"], body, None)
+
+    await controller.domain.write(write)
+
+
+async def _hashed(controller: Any, password: str) -> str:
+    """The password's hash, computed off the Trio thread where the controller runs worker threads."""
+    if controller.settings.worker_threads:
+        digest: str = await trio.to_thread.run_sync(hash_password, password)
+        return digest
+    return hash_password(password)

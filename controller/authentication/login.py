@@ -1,0 +1,65 @@
+"""``POST /authenticate?method=…``: one entry for every primary login method.
+
+Each method turns the credentials of the request into an identity and the authenticator that vouched for it, then
+ends in :func:`controller.authentication.session_start.start_session`. Whatever the method, bearer JWTs of the login
+request also count towards the external JWT second factor the auth policy may require
+(:mod:`controller.authentication.ext_jwt_login`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography import x509
+
+from controller.authentication.certificate_login import login_certificate
+from controller.authentication.ext_jwt_login import login_external_jwt, satisfy_ext_jwt_factor
+from controller.authentication.password_login import login_password
+from controller.errors import ApiError
+
+__all__ = ["Credentials", "login"]
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What a login request carries.
+
+    Attributes:
+        body: the decoded JSON body (None when empty): a username and password, and ``envInfo``, ``sdkInfo``
+            and ``configTypes`` for every method.
+        ip: the client's address, kept with the session.
+        certificate: the TLS client certificate of the connection, if any.
+        bearer_tokens: the ``Authorization: Bearer`` tokens of the request, in order.
+    """
+
+    body: Any
+    ip: str
+    certificate: x509.Certificate | None = None
+    bearer_tokens: tuple[str, ...] = ()
+
+
+async def login(controller: Any, method: str, credentials: Credentials) -> dict[str, Any]:
+    """Authenticate with ``method`` (``password``, ``cert`` or ``ext-jwt``) and start an API session; returns the
+    stored session row.
+
+    The session starts partially authenticated when it owes a second factor; a bearer JWT of this request that
+    satisfies the external JWT factor is taken into account before this returns.
+
+    Raises:
+        ApiError: 400 INVALID_AUTH_METHOD for another method; 401 INVALID_AUTH when the credentials do not
+            authenticate; 400 COULD_NOT_VALIDATE for a malformed password body.
+    """
+    match method:
+        case "password":
+            row = await login_password(controller, credentials.body, credentials.ip)
+        case "cert":
+            row = await login_certificate(controller, credentials.certificate, credentials.body, credentials.ip)
+        case "ext-jwt":
+            row = await login_external_jwt(controller, credentials.bearer_tokens, credentials.body, credentials.ip)
+        case _:
+            raise ApiError("INVALID_AUTH_METHOD")
+    session = controller.sessions.get(row["id"])
+    if session is not None and session.ext_jwt_owed and credentials.bearer_tokens:
+        await satisfy_ext_jwt_factor(controller, session, credentials.bearer_tokens)
+    return row
