@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from controller.logs import configure_logging
@@ -30,18 +30,14 @@ def _port(text: str) -> int:
     return value
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive number of bytes")
-    return value
-
-
-def _positive_days(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive number of days")
-    return value
+def _positive(unit: str) -> Callable[[str], int]:
+    """An argument type for a positive whole number of ``unit``."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a positive number of {unit}")
+        return value
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,13 +55,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--san", action="append", default=[], help="extra server certificate name (repeatable)")
     serve.add_argument("--session-timeout", type=float, default=1800.0,
                        help="idle seconds before an API session ends (1800; under 60 means 1800)")
-    serve.add_argument("--max-body-bytes", type=_positive, default=1 << 20, help="request body size cap (1 MiB)")
+    serve.add_argument("--max-body-bytes", type=_positive("bytes"), default=1 << 20,
+                       help="request body size cap (1 MiB)")
     serve.add_argument("--no-posture-evaluation", action="store_true",
                        help="grant sessions on service policies alone; posture checks never refuse or revoke")
     serve.add_argument("--server-key", choices=_SERVER_KEY_TYPES, default="rsa",
                        help="server key type: rsa (RS256 JWTs, needed by libziti 0.29 SDKs) or ec (P-256, ES256) "
                             "(rsa); a change replaces the server certificate, never the CA")
-    serve.add_argument("--cert-validity-days", type=_positive_days, default=365,
+    serve.add_argument("--cert-validity-days", type=_positive("days"), default=365,
                        help="lifetime of issued identity and router certificates, in days (365)")
     serve.add_argument("--address", default=None,
                        help="the URL endpoints reach the controller at, written into enrolment JWTs "

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import socket
+import ssl
+import threading
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -92,3 +95,46 @@ class Authority:
               sans: tuple[x509.GeneralName, ...] = ()) -> x509.Certificate:
         """The certificate of :meth:`sign`, alone."""
         return self.sign(common_name, key=key, sans=sans).certificate
+
+
+@dataclass
+class Handshake:
+    """What a TLS handshake over a socket pair came to: each side's error (None when it succeeded), the client
+    certificate as the server saw it and the server certificate as the client saw it (DER, None when absent)."""
+
+    client_error: BaseException | None = None
+    server_error: BaseException | None = None
+    client_certificate: bytes | None = None
+    server_certificate: bytes | None = None
+
+
+def handshake(server: ssl.SSLContext, client: ssl.SSLContext, hostname: str) -> Handshake:
+    """Run one TLS handshake (and a byte each way) between the two contexts over a socket pair."""
+    left, right = socket.socketpair()
+    left.settimeout(10)
+    right.settimeout(10)
+    result = Handshake()
+
+    def serve() -> None:
+        try:
+            with server.wrap_socket(right, server_side=True) as tls:
+                result.client_certificate = tls.getpeercert(binary_form=True)
+                tls.recv(1)
+                tls.sendall(b"!")
+        except (OSError, ssl.SSLError) as exc:
+            result.server_error = exc
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        with client.wrap_socket(left, server_hostname=hostname) as tls:
+            result.server_certificate = tls.getpeercert(binary_form=True)
+            tls.sendall(b"?")
+            tls.recv(1)
+    except (OSError, ssl.SSLError) as exc:
+        result.client_error = exc
+    finally:
+        left.close()
+        thread.join(10)
+        right.close()
+    return result

@@ -7,6 +7,11 @@ The rest of the controller and the web layer import what they need from here; th
 * ``login``: the one entry of every login method;
 * ``password_hashing`` and ``password_login``: scrypt hashes of updb passwords, and login by password;
 * ``certificate_login`` and ``external_id``: login by client certificate, and a CA's external-id claim;
+* ``ext_jwt_login``: login by an external identity provider's JWT, and that JWT as a second factor;
+* ``enrollment``, ``router_enrollment``, ``ca_enrollment`` and ``enrollment_admin``: enrolment by identities,
+  routers and third-party CAs' certificates, and the enrollments admins make;
+* ``own_authenticators`` and ``session_certificates``: an identity's own password change and certificate
+  extension, and the certificates of an API session;
 * ``lockout`` and ``disable``: consecutive wrong passwords, and an identity's disabled window;
 * ``mfa``: TOTP enrolment, verification and recovery codes;
 * ``pki`` and ``server_names``: the controller's CA and TLS server certificate;

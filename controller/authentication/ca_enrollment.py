@@ -20,8 +20,8 @@ from typing import Any
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from controller.authentication.client_certificates import issuing_ca
-from controller.authentication.enrollment import EnrollmentRequest, refuse_certificate_in_use, within_validity
+from controller.authentication.client_certificates import issuing_ca, within_validity
+from controller.authentication.enrollment import EnrollmentRequest, refuse_certificate_in_use
 from controller.authentication.external_id import ExternalIdError, external_id
 from controller.authentication.issuing import certificate_pem, fingerprint
 from controller.errors import ApiError, nested_cause

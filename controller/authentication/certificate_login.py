@@ -17,7 +17,7 @@ from typing import Any
 
 from cryptography import x509
 
-from controller.authentication.client_certificates import issuing_ca, login_ca, network_issued
+from controller.authentication.client_certificates import issuing_ca, login_ca, network_issued, within_validity
 from controller.authentication.external_id import ExternalIdError, external_id
 from controller.authentication.issuing import fingerprint
 from controller.authentication.session_start import auth_policy, start_session
@@ -30,10 +30,6 @@ log = logging.getLogger("tollgate.auth")
 EXTERNAL_ID_AUTHENTICATOR = "internal"
 """The ``authenticatorId`` of a session whose certificate named its identity through a CA's external id claim
 (no stored authenticator vouched for it; the reference uses the same word)."""
-
-
-def _within_validity(certificate: x509.Certificate, now: float) -> bool:
-    return certificate.not_valid_before_utc.timestamp() <= now <= certificate.not_valid_after_utc.timestamp()
 
 
 def _expired_allowed(policy: Mapping[str, Any] | None) -> bool:
@@ -68,7 +64,7 @@ async def login_certificate(controller: Any, certificate: x509.Certificate | Non
         policy = auth_policy(txn, identity)
     if identity is None:
         raise ApiError("INVALID_AUTH")
-    if not _within_validity(certificate, controller.clock.now()) and not _expired_allowed(policy):
+    if not within_validity(certificate, controller.clock.now()) and not _expired_allowed(policy):
         raise ApiError("INVALID_AUTH")
     return await start_session(controller, identity, authenticator_id, policy, "cert", body, ip, certificate)
 

@@ -17,7 +17,7 @@ from cryptography import x509
 from controller.authentication.issuing import issued_by
 from storage.store import ReadTxn
 
-__all__ = ["ca_certificate", "issuing_ca", "login_ca", "network_issued", "verified_ca"]
+__all__ = ["ca_certificate", "issuing_ca", "login_ca", "network_issued", "verified_ca", "within_validity"]
 
 CaRow = Mapping[str, Any]
 
@@ -51,6 +51,11 @@ def issuing_ca(txn: ReadTxn, certificate: x509.Certificate, accept: Callable[[Ca
         if ca_cert is not None and issued_by(certificate, ca_cert):
             return ca
     return None
+
+
+def within_validity(certificate: x509.Certificate, now: float) -> bool:
+    """Whether ``now`` (epoch seconds) lies within the certificate's validity dates."""
+    return certificate.not_valid_before_utc.timestamp() <= now <= certificate.not_valid_after_utc.timestamp()
 
 
 def verified_ca(ca: CaRow) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 import trio
 from cryptography import x509
 
-from controller.authentication.client_certificates import ca_certificate
+from controller.authentication.client_certificates import ca_certificate, within_validity
 from controller.authentication.csr import load_csr
 from controller.authentication.issuing import certificate_pem, fingerprint, issued_by
 from controller.authentication.password_hashing import hash_password
@@ -33,7 +33,7 @@ from controller.errors import ApiError, field_cause
 from controller.resources.context import WriteContext
 from controller.write_path import create_row, delete_row
 
-__all__ = ["Enrolled", "EnrollmentRequest", "claim", "enroll", "issue_time", "within_validity"]
+__all__ = ["Enrolled", "EnrollmentRequest", "claim", "enroll", "issue_time", "refuse_certificate_in_use"]
 
 _PASSWORD_LENGTH = (5, 100)
 
@@ -72,11 +72,6 @@ class Enrolled:
 def issue_time(controller: Any) -> dt.datetime:
     """The controller's current time, as certificate issuing takes it."""
     return dt.datetime.fromtimestamp(controller.clock.now(), dt.UTC)
-
-
-def within_validity(certificate: x509.Certificate, now: float) -> bool:
-    """Whether ``now`` (epoch seconds) lies within the certificate's validity dates."""
-    return certificate.not_valid_before_utc.timestamp() <= now <= certificate.not_valid_after_utc.timestamp()
 
 
 def claim(ctx: WriteContext, token: str, methods: tuple[str, ...]) -> dict[str, Any]:

@@ -88,11 +88,13 @@ class Claim:
         signer_id: Id of the external JWT signer that signed it.
         subject: The value of the signer's ``claimsProperty`` claim.
         is_external_id: True when ``subject`` is an identity's ``externalId``, False when it is an identity id.
+        expires_at: the token's ``exp`` (epoch seconds).
     """
 
     signer_id: str
     subject: str
     is_external_id: bool
+    expires_at: float
 
 
 def select_signer(token: str, signers: Iterable[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -158,7 +160,8 @@ async def verify(token: str, signer: Mapping[str, Any], keys: JwksCache, *, now:
     subject = payload.get(claims_property)
     if not isinstance(subject, str) or not subject.strip():
         raise ExternalJwtError(f"claim {claims_property!r} is missing or not a non-empty string")
-    return Claim(signer_id=signer["id"], subject=subject, is_external_id=bool(signer.get("useExternalId")))
+    return Claim(signer_id=signer["id"], subject=subject, is_external_id=bool(signer.get("useExternalId")),
+                 expires_at=float(payload["exp"]))
 
 
 def _require_enabled(signer: Mapping[str, Any]) -> None:

@@ -29,7 +29,6 @@ empty); ``externalIdClaim`` says where its certificates carry the identity's ``e
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import secrets
 from collections.abc import Mapping
@@ -38,7 +37,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from controller.authentication.client_certificates import ca_certificate
+from controller.authentication.client_certificates import ca_certificate, within_validity
 from controller.authentication.external_id import claim_problem
 from controller.authentication.issuing import fingerprint, issued_by, load_certificates
 from controller.clock import format_time
@@ -203,10 +202,6 @@ def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> N
         out.pop("externalIdClaim", None)
 
 
-def _within_validity(certificate: x509.Certificate, moment: dt.datetime) -> bool:
-    return certificate.not_valid_before_utc <= moment <= certificate.not_valid_after_utc
-
-
 def check_proof(ca: Mapping[str, Any], pem: str, now: float) -> None:
     """Check a verification proof for a stored CA, in the reference's order of checks.
 
@@ -233,8 +228,7 @@ def check_proof(ca: Mapping[str, Any], pem: str, now: float) -> None:
     if ca_cert is None or not issued_by(proof, ca_cert):
         raise ApiError("CERTIFICATE_FAILED_VALIDATION",
                        field_cause(PROOF_FIELD, "the certificate is not signed by the CA's certificate", _CERT_VALUE))
-    moment = dt.datetime.fromtimestamp(now, dt.UTC)
-    if not (_within_validity(proof, moment) and _within_validity(ca_cert, moment)):
+    if not (within_validity(proof, now) and within_validity(ca_cert, now)):
         raise ApiError("CERTIFICATE_FAILED_VALIDATION",
                        field_cause(PROOF_FIELD, "the certificate or the CA's certificate is not valid now",
                                    _CERT_VALUE))

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.clock import format_time, parse_time
-from controller.errors import ApiError, field_cause, nested_cause
+from controller.errors import ApiError, field_cause, nested_cause, not_found
 from controller.present import entity_ref
 from controller.resources.context import ReadContext, WriteContext
 from controller.resources.fields import string_field
@@ -149,7 +149,7 @@ def refresh_enrollment(ctx: WriteContext, enrollment_id: str, expires_at: float)
     working. Returns the stored row."""
     old = ctx.txn.get("enrollments", enrollment_id)
     if old is None:
-        raise ApiError("NOT_FOUND", nested_cause(f"enrollment with id {enrollment_id} not found"))
+        raise not_found("enrollment", enrollment_id)
     row = {**old, "token": str(uuid.uuid4()), "expiresAt": format_time(expires_at), "updatedAt": format_time(ctx.now)}
     return put_row(ctx, ctx.registry["enrollments"], row, old, Mode.PATCH)
 

@@ -28,16 +28,6 @@ LIBZITI_SUBJECT = x509.Name(
 ECDSA_WITH_SHA256 = bytes.fromhex("06082a8648ce3d040302")
 
 
-@pytest.fixture(scope="module")
-def rsa_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-@pytest.fixture(scope="module")
-def ec_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
 def make_csr(key: CertificateIssuerPrivateKeyTypes, subject: x509.Name = LIBZITI_SUBJECT) -> bytes:
     """The DER of a CSR for ``key`` signed with SHA-256 (no hash for Ed25519)."""
     algorithm = None if isinstance(key, ed25519.Ed25519PrivateKey) else hashes.SHA256()

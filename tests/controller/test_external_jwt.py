@@ -150,15 +150,17 @@ def test_no_enabled_signer_is_refused(raw: str, reason: str) -> None:
 async def test_a_token_signed_with_the_certificate_key_is_accepted(
         algorithm: str, key: PrivateKey, keys: JwksCache) -> None:
     claim = await verify(token(key, algorithm), cert_signer(key), keys, now=NOW)
-    assert claim == Claim(signer_id="signer-cert", subject="identity-1", is_external_id=False)
+    assert claim == Claim(signer_id="signer-cert", subject="identity-1", is_external_id=False,
+                          expires_at=NOW + 300)
 
 
 async def test_the_claims_property_and_external_id_flag_come_from_the_signer(keys: JwksCache) -> None:
     signer = cert_signer(rsa_key(), claimsProperty="email", useExternalId=True)
     claim = await verify(token(rsa_key(), email="ann@corp.example"), signer, keys, now=NOW)
-    assert claim == Claim(signer_id="signer-cert", subject="ann@corp.example", is_external_id=True)
+    assert claim == Claim(signer_id="signer-cert", subject="ann@corp.example", is_external_id=True,
+                          expires_at=NOW + 300)
     unset = cert_signer(rsa_key(), claimsProperty=None, useExternalId=None)
-    assert await verify(token(rsa_key()), unset, keys, now=NOW) == Claim("signer-cert", "identity-1", False)
+    assert await verify(token(rsa_key()), unset, keys, now=NOW) == Claim("signer-cert", "identity-1", False, NOW + 300)
 
 
 @pytest.mark.parametrize(("signer_audience", "token_audience"), [
@@ -288,7 +290,8 @@ async def test_jwks_signer_verifies_with_the_key_the_kid_names(
         jwks_keys: JwksCache) -> None:
     for raw in (token(rsa_key(), "RS256", kid="r1"), token(rsa_key(), "PS512", kid="r1"),
                 token(ec_key("P-256"), "ES256", kid="e1")):
-        assert await verify(raw, jwks_signer, jwks_keys, now=NOW) == Claim("signer-jwks", "identity-1", False)
+        expected = Claim("signer-jwks", "identity-1", False, NOW + 300)
+        assert await verify(raw, jwks_signer, jwks_keys, now=NOW) == expected
     assert server.requests == {"/jwks": 1}
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import ipaddress
-import socket
 import ssl
-import threading
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,6 +27,7 @@ from controller.authentication.issuing import (
 )
 from controller.authentication.pki import Pki, ensure_pki
 from controller.errors import ApiError
+from tests.certificates import handshake
 
 CSR_SUBJECT = x509.Name(
     [
@@ -52,16 +51,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 @pytest.fixture(scope="module")
 def issuer(pki: Pki) -> Issuer:
     return Issuer.from_pki(pki)
-
-
-@pytest.fixture(scope="module")
-def rsa_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-@pytest.fixture(scope="module")
-def ec_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
 
 
 @pytest.fixture
@@ -209,34 +198,12 @@ def _write_identity(directory: Path, cert: x509.Certificate, key: CertificateIss
 
 
 def _mutual_tls(server: ssl.SSLContext, client: ssl.SSLContext, hostname: str) -> bytes | BaseException:
-    """Handshake over a socket pair; the client certificate's DER as the server saw it, or the server's error."""
-    left, right = socket.socketpair()
-    left.settimeout(10)
-    right.settimeout(10)
-    seen: list[bytes | BaseException] = []
-
-    def serve() -> None:
-        try:
-            with server.wrap_socket(right, server_side=True) as tls:
-                peer = tls.getpeercert(binary_form=True)
-                assert peer is not None
-                seen.append(peer)
-                tls.sendall(b"ok")
-        except (OSError, ssl.SSLError) as exc:
-            seen.append(exc)
-
-    thread = threading.Thread(target=serve)
-    thread.start()
-    try:
-        with client.wrap_socket(left, server_hostname=hostname) as tls:
-            tls.recv(2)
-    except (OSError, ssl.SSLError):
-        pass  # the server's verdict is what the tests assert
-    finally:
-        left.close()
-        thread.join(10)
-        right.close()
-    return seen[0]
+    """The client certificate's DER as the server saw it, or the server's error."""
+    result = handshake(server, client, hostname)
+    if result.server_error is not None:
+        return result.server_error
+    assert result.client_certificate is not None
+    return result.client_certificate
 
 
 def _server_context(cert_path: str | Path, key_path: str | Path, ca_path: str | Path) -> ssl.SSLContext:

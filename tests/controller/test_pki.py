@@ -7,10 +7,8 @@ import datetime as dt
 import hashlib
 import ipaddress
 import shutil
-import socket
 import ssl
 import stat
-import threading
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from controller.authentication.pki import Pki, PkiError, cacerts_pkcs7_b64, ensure_pki
+from tests.certificates import handshake
 
 EXTRA_SANS = ("Tollgate.Example.com", "10.1.2.3", "[fd00::7]")
 
@@ -188,41 +187,17 @@ def test_cacerts_pkcs7_round_trip(base_dir: Path) -> None:
 
 
 def _handshake(pki: Pki, hostname: str) -> str | None:
-    """Run a TLS handshake over a socket pair; returns the client's error text, or None on success."""
+    """A TLS handshake with the PKI's server certificate; the client's error text, or None on success."""
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(pki.server_cert_path, pki.server_key_path)
     client_ctx = ssl.create_default_context(cafile=str(pki.ca_cert_path))
     client_ctx.verify_flags |= ssl.VERIFY_X509_STRICT  # RFC 5280 conformance checks (AKI/SKI, critical bits)
-
-    left, right = socket.socketpair()
-    left.settimeout(10)
-    right.settimeout(10)
-    server_result: list[BaseException | bytes] = []
-
-    def serve() -> None:
-        try:
-            with server_ctx.wrap_socket(right, server_side=True) as tls:
-                server_result.append(tls.recv(5))
-                tls.sendall(b"world")
-        except (OSError, ssl.SSLError) as exc:
-            server_result.append(exc)
-
-    thread = threading.Thread(target=serve)
-    thread.start()
-    try:
-        with client_ctx.wrap_socket(left, server_hostname=hostname) as tls:
-            tls.sendall(b"hello")
-            assert tls.recv(5) == b"world"
-            peer = tls.getpeercert(binary_form=True)
-            assert peer is not None
-            assert hashlib.sha1(peer).hexdigest() == pki.server_cert_sha1
-    except ssl.SSLCertVerificationError as exc:
-        return str(exc)
-    finally:
-        left.close()
-        thread.join(10)
-        right.close()
-    assert server_result == [b"hello"]
+    result = handshake(server_ctx, client_ctx, hostname)
+    if result.client_error is not None:
+        return str(result.client_error)
+    assert result.server_error is None
+    assert result.server_certificate is not None
+    assert hashlib.sha1(result.server_certificate).hexdigest() == pki.server_cert_sha1
     return None
 
 
