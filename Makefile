@@ -2,8 +2,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+FUZZ_STAMP := $(VENV)/.installed-fuzz
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +22,15 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest -n auto --maxprocesses=4
+
+$(FUZZ_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,fuzz]'
+	touch $(FUZZ_STAMP)
+
+# Schemathesis over every operation of our own OpenAPI documents, against a controller it starts (tests/fuzz/run.py;
+# about 4 minutes on 2 cores). Logs and reports stay in the temporary directory it prints.
+fuzz: $(FUZZ_STAMP)
+	$(BIN)/python -m tests.fuzz.run
 
 # wrk is the HTTP load generator of the http and sessions scenarios (Debian/Ubuntu package; root or sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

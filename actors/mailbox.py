@@ -41,12 +41,12 @@ class SingleWaiter:
         self._waiter = trio.lowlevel.current_task()
         return trio.lowlevel.wait_task_rescheduled(self._abort)  # noqa: ASYNC105
 
-    def _wake(self, value: object = None) -> None:
-        """Resume the parked task, if any, with ``value``."""
+    def _wake(self, value: object = None, error: BaseException | None = None) -> None:
+        """Resume the parked task, if any, with ``value`` (or raising ``error`` in it)."""
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            trio.lowlevel.reschedule(waiter, outcome.Value(value))
+            trio.lowlevel.reschedule(waiter, outcome.Error(error) if error is not None else outcome.Value(value))
 
     def _abort(self, _: object) -> trio.lowlevel.Abort:
         self._waiter = None

@@ -17,33 +17,27 @@ __all__ = [
     "ApiSessionStarted",
     "CreateSession",
     "DeadlineReached",
-    "EndpointStateReported",
     "IdentityMessage",
     "MfaPassed",
     "MfaRemoved",
     "PostureReported",
     "ReadState",
     "Reevaluate",
+    "Settle",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class PostureReported:
-    """One or more posture responses (OS, MAC, DOMAIN, PROCESS) from an API session, received at ``now``."""
+    """What one posture request of an API session reported: responses (OS, MAC, DOMAIN, PROCESS) and whether the
+    endpoint woke or was unlocked (ENDPOINT_STATE), all decided in one step. The reply is the services whose MFA
+    checks the endpoint state started a grace period for (empty without one)."""
 
     api_session_id: str
     responses: tuple[Mapping[str, Any], ...]
     reply: OneShot[Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointStateReported:
-    """The endpoint woke and/or was unlocked (only ``True`` flags count)."""
-
-    api_session_id: str
-    woken: bool
-    unlocked: bool
-    reply: OneShot[Any] | None = None
+    woken: bool = False
+    unlocked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +54,9 @@ class MfaRemoved:
 
 @dataclass(frozen=True, slots=True)
 class ApiSessionStarted:
+    """An API session of the identity started (its durable row is written)."""
+
     api_session_id: str
-    sdk_info: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +88,19 @@ class CreateSession:
 
 
 @dataclass(frozen=True, slots=True)
+class Settle:
+    """Reply None once every message queued before this one is handled and its writes are durable (a barrier)."""
+
+    reply: OneShot[Any]
+
+
+@dataclass(frozen=True, slots=True)
 class ReadState:
     """Reply with the actor's current state (a consistent view after every earlier message)."""
 
     reply: OneShot[Any]
 
 
-IdentityMessage = (PostureReported | EndpointStateReported | MfaPassed | MfaRemoved | ApiSessionStarted
-                   | ApiSessionEnded | DeadlineReached | Reevaluate | CreateSession | ReadState)
+IdentityMessage = (PostureReported | MfaPassed | MfaRemoved | ApiSessionStarted
+                   | ApiSessionEnded | DeadlineReached | Reevaluate | CreateSession | ReadState
+                   | Settle)

@@ -39,20 +39,30 @@ class OneShot(SingleWaiter, Generic[T]):
     The receiver parks as a mailbox's consumer does (:class:`actors.mailbox.SingleWaiter`): an Event, its set of
     waiters and the closure its ``wait`` creates were a fifth of the objects each in-flight actor step and write
     left for the garbage collector. A waiting receiver gets the first value sent; a later ``send`` only changes what
-    a later :meth:`receive` returns. A cancelled receiver stops waiting.
+    a later :meth:`receive` returns. A cancelled receiver stops waiting. :meth:`fail` answers with an exception
+    instead, raised in the receiver.
     """
 
-    __slots__ = ("_sent", "_value")
+    __slots__ = ("_error", "_sent", "_value")
 
     def __init__(self) -> None:
         super().__init__()
         self._sent = False
         self._value: T | None = None
+        self._error: BaseException | None = None
 
     def send(self, value: T) -> None:
         self._value = value
         self._sent = True
         self._wake(value)
+
+    def fail(self, error: BaseException) -> None:
+        """Answer with ``error`` raised in the receiver, unless a value was already sent (the first answer wins)."""
+        if self._sent:
+            return
+        self._error = error
+        self._sent = True
+        self._wake(error=error)
 
     def receive(self) -> Awaitable[T]:
         """Await the value sent, waiting for it if needed (a checkpoint either way).
@@ -65,12 +75,14 @@ class OneShot(SingleWaiter, Generic[T]):
             RuntimeError: another task is already waiting on this slot.
         """
         if self._sent:
-            return _checkpointed(self._value)  # type: ignore[arg-type]
+            return _checkpointed(self._value, self._error)  # type: ignore[arg-type]
         return self._park("a one-shot reply has one receiver")
 
 
-async def _checkpointed(value: T) -> T:
+async def _checkpointed(value: T, error: BaseException | None) -> T:
     await trio.lowlevel.checkpoint()
+    if error is not None:
+        raise error
     return value
 
 
@@ -95,6 +107,11 @@ class Behavior(Protocol[S, M, E]):
         The returned state is ``after`` or ``after`` enriched with what only the shell can know (for example the
         next deadline derived from the current policies); it must not undo the transition.
         """
+
+    def failed(self, message: M, error: Exception) -> None:
+        """Handling ``message`` raised ``error`` (or the state to handle it with could not be loaded): fail the
+        message's reply slot, if it has one, with the error (:meth:`OneShot.fail`). The actor restarts from its
+        persisted state; a request waiting for the reply must not wait forever."""
 
 
 @dataclass(slots=True)
@@ -209,13 +226,14 @@ class ActorRegistry(Generic[S, M, E]):
                     await trio.lowlevel.checkpoint()  # a long mailbox must not keep the other actors waiting
                 consumed = consumed_any = True
                 state = await self._step(key, actor, state, mailbox.get_nowait())
-        except Exception:
+        except Exception as exc:
             # The actor boundary: one identity's failure must not take down the others.
             self.crashed += 1
             log.exception("actor crashed; restarting from persisted state", extra={"actor": key})
             self._stopped(actor)
             if not consumed and len(mailbox):
-                mailbox.get_nowait()  # the state could not even load: drop one message so this ends
+                # The state could not even load: fail one message so this ends (a failed step failed its own).
+                self._behavior.failed(mailbox.get_nowait(), exc)
             if len(mailbox) or actor.deadline is not None:
                 self._spawn(key, actor)
             return
@@ -228,10 +246,14 @@ class ActorRegistry(Generic[S, M, E]):
     async def _step(self, key: str, actor: _Actor[S], state: S, message: M) -> S:
         """Handle one message: transition, effects, re-arm. Its own frame, so nothing of it outlives the step."""
         behavior = self._behavior
-        new_state, effects = behavior.handle(state, message, self._now())
-        self.handled += 1
-        if effects or new_state is not state:
-            new_state = await behavior.perform(key, state, new_state, effects)
+        try:
+            new_state, effects = behavior.handle(state, message, self._now())
+            self.handled += 1
+            if effects or new_state is not state:
+                new_state = await behavior.perform(key, state, new_state, effects)
+        except Exception as exc:
+            behavior.failed(message, exc)
+            raise
         self._set_deadline(key, actor, behavior.next_deadline(new_state))
         return new_state
 

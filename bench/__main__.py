@@ -22,6 +22,7 @@ SCENARIOS = {
     "actors": "bench.actors_bench",
     "storage": "bench.storage_bench",
     "sessions": "bench.sessions_bench",
+    "crash": "bench.crash_bench",
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from actors.lateness import DeadlineOutcome
-from actors.messages import EndpointStateReported, IdentityMessage, PostureReported
+from actors.messages import IdentityMessage, PostureReported
 from actors.registry import OneShot
 from bench.actors_probe import CpuMeter
 from bench.identities import seed_mfa_identities, wake_all
@@ -139,7 +139,7 @@ def _message(kind: int, identity_id: str) -> IdentityMessage:
     api_session_id = identity_id + "a"
     reply: OneShot[Any] = OneShot()
     if kind % 2 == 0:
-        return EndpointStateReported(api_session_id, woken=kind == 0, unlocked=kind == 2, reply=reply)
+        return PostureReported(api_session_id, (), reply, woken=kind == 0, unlocked=kind == 2)
     return PostureReported(api_session_id, _OS if kind == 1 else _MAC, reply)
 
 

@@ -40,6 +40,7 @@ import trio
 
 from actors.messages import ReadState
 from actors.registry import OneShot
+from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
 from controller.clock import format_time
 from controller.posture.access import access_digest
 from controller.posture.codec import encode_state
@@ -69,10 +70,10 @@ class MfaNetwork:
 
 async def _write(controller: Controller, fn: Callable[[WriteContext], Any]) -> Any:
     """Run ``fn`` through the controller's writer and return its result once durable (re-raising its error)."""
-    registry, now = controller.registry, controller.clock.now()
+    registry, now, env = controller.registry, controller.clock.now(), controller.domain.env
 
     def mutation(txn: WriteTxn) -> Any:
-        return fn(WriteContext(txn, registry, now))
+        return fn(WriteContext(txn, registry, now, env=env))
 
     return await controller.writer.submit(mutation)
 
@@ -137,8 +138,9 @@ def _first(ctx: WriteContext, network: MfaNetwork, identity_id: str, name: str,
     identity = create_row(ctx, registry["identities"], {"name": name, "type": "User", "isAdmin": False,
                                                         "roleAttributes": [network.role]}, None, row_id=identity_id)
     api_session = create_row(ctx, registry["api-sessions"], {
-        "token": str(uuid.uuid4()), "identityId": identity_id, "authenticatorId": "", "ipAddress": "127.0.0.1",
-        "lastActivityAt": format_time(ctx.now), "isMfaRequired": True, "isMfaComplete": True}, None)
+        TOKEN_DIGEST: token_digest(str(uuid.uuid4())), "identityId": identity_id, "authenticatorId": "",
+        "ipAddress": "127.0.0.1", "lastActivityAt": format_time(ctx.now), "isMfaRequired": True,
+        "isMfaComplete": True}, None)
     session = create_row(ctx, registry["sessions"], {
         "apiSessionId": api_session["id"], "identityId": identity_id, "serviceId": network.service_id,
         "type": "Dial", "token": str(uuid.uuid4()), "servicePolicies": [network.policy_id], "tags": {}}, None)
@@ -161,10 +163,11 @@ def _copies(templates: _Templates, identity_id: str, name: str, passed_at: float
     api_session_id = identity_id + "a"
     mfa = {"passed_mfa_at": passed_at, "woken_at": None, "unlocked_at": None, "timed_out": False}
     return ({**templates.identity, "id": identity_id, "name": name},
-            {**templates.api_session, "id": api_session_id, "token": tokens[0], "identityId": identity_id},
+            {**templates.api_session, "id": api_session_id, TOKEN_DIGEST: token_digest(tokens[0]),
+             "identityId": identity_id},
             {**templates.session, "id": identity_id + "s", "apiSessionId": api_session_id,
              "identityId": identity_id, "token": tokens[1]},
-            {**templates.state, "id": identity_id, "sessions": {api_session_id: {"mfa": mfa, "sdkInfo": {}}},
+            {**templates.state, "id": identity_id, "sessions": {api_session_id: {"mfa": mfa}},
              "lastChangeAt": passed_at, "deadline": deadline})
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
 from controller.clock import format_time
 from controller.posture.codec import encode_state
 from controller.posture.engine import STATE_KIND
@@ -85,12 +86,12 @@ async def _bulk(controller: Controller, writes: Sequence[Callable[[WriteContext]
           chunk: int = 5_000) -> list[dict[str, Any]]:
     """Run the writes in transactions of ``chunk`` rows; returns the stored rows."""
     rows: list[dict[str, Any]] = []
-    registry, now = controller.registry, controller.clock.now()
+    registry, now, env = controller.registry, controller.clock.now(), controller.domain.env
     for start in range(0, len(writes), chunk):
         part = writes[start:start + chunk]
 
         def mutation(txn: Any, part: Sequence[Callable[[WriteContext], dict[str, Any]]] = part) -> list[Any]:
-            ctx = WriteContext(txn, registry, now)
+            ctx = WriteContext(txn, registry, now, env=env)
             return [write(ctx) for write in part]
 
         rows.extend(await controller.writer.submit(mutation))
@@ -182,7 +183,8 @@ async def _add_clients(controller: Controller, size: ModelSize, loaded: Loaded, 
         index = n * step % size.identities
         identity_id = loaded.identity_ids[index]
         token = str(uuid.uuid4())
-        body = {"token": token, "identityId": identity_id, "authenticatorId": "bench", "ipAddress": "127.0.0.1",
+        body = {TOKEN_DIGEST: token_digest(token), "identityId": identity_id, "authenticatorId": "bench",
+                "ipAddress": "127.0.0.1",
                 "lastActivityAt": format_time(now), "isMfaRequired": False, "isMfaComplete": False}
         writes.append(functools.partial(_create_session, sessions=sessions, body=body))
         dial = sorted(s for g in dial_groups.get(index % groups, set()) for s in by_group.get(g, []))

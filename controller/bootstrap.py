@@ -1,4 +1,5 @@
-"""First start: seed system rows, the ``default`` auth policy and the default admin.
+"""First start: seed system rows, the ``default`` auth policy and the default admin; on every start, bring rows an
+earlier version stored up to date (API-session tokens kept as digests).
 
 Idempotent: every later start finds what the first one wrote and changes nothing. The admin's password is taken
 from the settings; when none is given a random one is generated, printed once and written to
@@ -7,15 +8,14 @@ from the settings; when none is given a random one is generated, printed once an
 
 from __future__ import annotations
 
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import trio
-
-from controller.authentication.password_hashing import hash_password
+from controller.authentication.api_sessions import KIND as API_SESSIONS
+from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
+from controller.authentication.pki import write_private_file
 from controller.resources.context import WriteContext
 from controller.resources.sessions import DEFAULT_AUTH_POLICY
 from controller.root import Controller
@@ -34,10 +34,16 @@ class BootstrapResult:
 
 
 def _write_credentials(path: Path, username: str, password: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # a file left over from an earlier data directory keeps its mode otherwise
-    with os.fdopen(fd, "w") as handle:
-        handle.write(f"username={username}\npassword={password}\n")
+    """Write the generated credentials durably (mode 0600, replacing any file there atomically)."""
+    write_private_file(path, f"username={username}\npassword={password}\n".encode())
+
+
+def _digest_stored_tokens(ctx: WriteContext) -> None:
+    """Sessions stored by a version that kept tokens as sent now keep only their digests, as new ones do."""
+    for row in list(ctx.txn.scan(API_SESSIONS)):
+        if "token" in row:
+            kept = {k: v for k, v in row.items() if k != "token"}
+            ctx.txn.put(API_SESSIONS, {**kept, TOKEN_DIGEST: token_digest(str(row["token"]))})
 
 
 async def bootstrap(controller: Controller) -> BootstrapResult:
@@ -52,13 +58,11 @@ async def bootstrap(controller: Controller) -> BootstrapResult:
         if password is None:
             generated = password = secrets.token_urlsafe(18)
         # Hashing costs tens of milliseconds: only on the start that creates the admin, off the Trio thread.
-        if settings.worker_threads:
-            password_hash = await trio.to_thread.run_sync(hash_password, password)
-        else:
-            password_hash = hash_password(password)
+        password_hash = await controller.hashing.hash(password)
     registry = controller.registry
 
     def seed(ctx: WriteContext) -> bool:
+        _digest_stored_tokens(ctx)
         for resource in registry.resources.values():
             for row in resource.seed:
                 if not ctx.txn.exists(resource.kind, row["id"]):
@@ -79,7 +83,9 @@ async def bootstrap(controller: Controller) -> BootstrapResult:
         ctx.txn.set_meta("defaultAdminId", admin["id"])
         return True
 
-    created = await controller.domain.write(seed)
-    if created and generated is not None:
+    if generated is not None:
+        # On disk before the admin is: a crash between the two leaves a file naming a password that never took
+        # (the next start makes the admin and the file again), never an admin whose password nobody has.
         _write_credentials(settings.data_dir / "admin-credentials", settings.admin_username, generated)
+    created = await controller.domain.write(seed)
     return BootstrapResult(created, settings.admin_username, generated if created else None)

@@ -64,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
                             "(rsa); a change replaces the server certificate, never the CA")
     serve.add_argument("--cert-validity-days", type=_positive("days"), default=365,
                        help="lifetime of issued identity and router certificates, in days (365)")
+    serve.add_argument("--max-connections", type=_positive("connections"), default=1000,
+                       help="connections served at once; more are closed at once (1000)")
+    serve.add_argument("--read-timeout", type=_positive("seconds"), default=30,
+                       help="seconds to wait for a request head, between requests, and for a body (30)")
     serve.add_argument("--address", default=None,
                        help="the URL endpoints reach the controller at, written into enrolment JWTs "
                             "(https://HOST:PORT from --host and --port)")
@@ -91,6 +95,7 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str] | None = None
         session_timeout=args.session_timeout, max_body_bytes=args.max_body_bytes,
         admin_username=username, admin_password=password, evaluate_posture=not args.no_posture_evaluation,
         server_key_type=args.server_key, client_cert_days=args.cert_validity_days, address=args.address,
+        max_connections=args.max_connections, read_timeout=args.read_timeout,
     )
     return settings, str(args.log_level)
 

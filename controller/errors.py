@@ -86,6 +86,7 @@ CODES: dict[str, ErrorCode] = _table(
     ("RATE_LIMITED", 429,
      "The requested operation is rate limited and the rate limit has been exceeded. Please try again later"),
     ("REQUEST_TOO_LARGE", 413, "The request body exceeds the size limit"),
+    ("REQUEST_TIMEOUT", 408, "The request body did not arrive in time"),
 )
 
 

@@ -30,11 +30,13 @@ from storage.query import (
     stored_fields,
 )
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "ListParams", "Page", "list_rows", "page_values"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_UNLIMITED", "ListParams", "Page", "list_rows", "page_values"]
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 500
 MAX_OFFSET = 100_000
+MAX_UNLIMITED = 10_000
+"""The most rows ``limit=-1`` (all of them) answers; a longer list is paged with limit and offset instead."""
 NO_LIMIT = 9223372036854775807
 _ID_ONLY = frozenset({"id"})
 
@@ -140,6 +142,7 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
     if ids is None and not query.has_condition and not sort:
         # Plain paging: the count is the table's, the page a slice of its keys; only the page's rows are read.
         total = ctx.txn.count(resource.kind)
+        _check_unlimited(page_size, total - offset)
         window = ctx.txn.get_many(resource.kind, ctx.txn.ids(resource.kind, offset, page_size))
     else:
         fields = _read_fields(query, sort, symbols)
@@ -147,6 +150,7 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
         ordered: Sequence[Mapping[str, Any]] = order_rows(matched, sort, symbols) if sort else matched
         window = ordered[offset:] if page_size is None else ordered[offset:offset + page_size]
         total = len(matched)
+        _check_unlimited(page_size, len(window))
         if fields is not None:
             # The filter saw only the fields it reads; the page's rows are read whole.
             window = ctx.txn.get_many(resource.kind, [row["id"] for row in window])
@@ -155,6 +159,15 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
         "pagination": {"limit": NO_LIMIT if limit == -1 else limit, "offset": offset, "totalCount": total},
     }
     return Page(list(window), meta)
+
+
+def _check_unlimited(page_size: int | None, rows: int) -> None:
+    """An answer to ``limit=-1`` holds at most :data:`MAX_UNLIMITED` rows (one list must not hold the whole
+    process's memory and time); past that, 400 INVALID_PAGINATION says to page."""
+    if page_size is None and rows > MAX_UNLIMITED:
+        raise ApiError("INVALID_PAGINATION", nested_cause(
+            f"limit -1 answers at most {MAX_UNLIMITED} rows and this list has {rows} from the offset; "
+            "page it with limit (at most 500) and offset"))
 
 
 def _read_fields(query: Query, sort: Sequence[SortKey], symbols: Mapping[str, Symbol]) -> frozenset[str] | None:

@@ -21,6 +21,7 @@ from hypercorn.config import Config
 
 from controller import memory
 from controller.authentication import Pki
+from controller.authentication.renewal import renew_server_certificate
 from controller.bootstrap import bootstrap
 from controller.root import Controller
 from controller.settings import Settings
@@ -39,7 +40,13 @@ def hypercorn_config(settings: Settings, pki: Pki | None) -> Config:
     # A Logger (not the default "-") makes hypercorn add no handler of its own: its messages reach our JSON handler.
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = 10.0
-    config.keep_alive_timeout = 75.0
+    # Silence is bounded by the read timeout wherever the server waits for the client: before a request's head is
+    # complete and between requests, hypercorn's idle timer closes the connection; while the app reads a body, the
+    # app's body timeout answers 408 (web/app.py). hypercorn's own read_timeout is not used: it also runs while the
+    # app handles a request it has wholly received (a slow answer was dropped), and after it fires with no request
+    # in flight hypercorn stops reading but leaves the connection open to the idle timer.
+    config.keep_alive_timeout = float(settings.read_timeout)
+    config.read_timeout = None
     if pki is not None:
         config.certfile = str(pki.server_cert_path)
         config.keyfile = str(pki.server_key_path)
@@ -69,7 +76,7 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
 
     ``on_ready(controller, urls)`` is called once both APIs accept connections, with the bound base URLs (the real
     port when ``settings.port`` is 0); without it the URLs are printed. With TLS, clients may present a certificate
-    from a CA of ``controller.trust``. On shutdown the server stops accepting, lets in-flight requests
+    from a CA of ``controller.tls``. On shutdown the server stops accepting, lets in-flight requests
     finish (up to its graceful timeout), then the API sessions' activity is persisted and the services stop; every
     write acknowledged to a client is on disk by then.
     """
@@ -88,6 +95,7 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
                           f"{result.generated_password}", flush=True)
                     print(f"  (also written to {settings.data_dir / 'admin-credentials'})", flush=True)
                 await services.start(controller.sessions.run)
+                await services.start(renew_server_certificate, controller)
                 app = create_app(controller)
                 # Everything restored so far lives as long as the process: freeze it before serving
                 # (controller/memory.py).
@@ -111,7 +119,8 @@ async def _serve(controller: Controller, app: Any, config: Config,
 
     pki = controller.pki if controller.settings.tls else None
     async with trio.open_nursery() as web:
-        binds = await web.start(functools.partial(serve, app, config, trust=controller.trust,
+        binds = await web.start(functools.partial(serve, app, config, trust=controller.tls,
+                                                  max_connections=controller.settings.max_connections,
                                                   shutdown_trigger=trigger))
         scheme = "https" if pki else "http"
         urls = [b.replace("http://", f"{scheme}://").replace("https://", f"{scheme}://") for b in binds]

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import functools
+import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from actors.messages import ApiSessionEnded, ReadState, Reevaluate
+from actors.messages import ApiSessionEnded, Reevaluate
 from controller.authentication import (
     API_SESSIONS,
     ApiSessions,
-    ClientTrust,
     EnrollmentJwts,
+    GuessThrottles,
     Issuer,
     JwksCache,
     MfaService,
+    PasswordHashing,
     Pki,
+    TlsContexts,
     TokenSigner,
     ensure_pki,
+    load_token_key,
 )
 from controller.clock import Clock
 from controller.domain import Barrier, Domain
@@ -49,10 +53,12 @@ class Controller:
     clock: Clock
     engine: PostureEngine
     mfa: MfaService = field(init=False)
+    hashing: PasswordHashing = field(init=False)
+    throttles: GuessThrottles = field(init=False)
     pki: Pki = field(init=False)
     issuer: Issuer = field(init=False)
     jwts: EnrollmentJwts = field(init=False)
-    trust: ClientTrust = field(init=False)
+    tls: TlsContexts = field(init=False)
     jwks: JwksCache = field(init=False)
     instance_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     extras: dict[str, Any] = field(default_factory=dict)
@@ -62,6 +68,9 @@ class Controller:
         """Open (or create) the data directory. Call inside ``trio.run``; services are started by ``main``."""
         clock = clock or Clock()
         registry = build_registry()
+        # The data directory holds the store, the PKI and the admin's credentials: private to this user.
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(settings.data_dir, 0o700)
         # The store first: it claims the data directory (storage/ownership.py), so a second controller on it is
         # refused before it touches the PKI of the one running.
         store = Store(settings.data_dir / "db", registry.layouts(), durable=settings.durable)
@@ -69,27 +78,31 @@ class Controller:
             # The CA exists whether or not we serve TLS: enrolment and the well-known CA store need it.
             pki = ensure_pki(settings.data_dir / "pki", settings.sans, server_key_type=settings.server_key_type)
             issuer = Issuer.from_pki(pki, client_validity=timedelta(days=settings.client_cert_days))
-            jwts = EnrollmentJwts(TokenSigner.from_pki(pki), settings.address_for(settings.port))
+            jwts = EnrollmentJwts(TokenSigner.from_pki(pki), settings.address_for(settings.port),
+                                  load_token_key(settings.data_dir / "pki" / "enrollment-tokens.key"))
         except BaseException:
             store.close()
             raise
         writer = Writer(store, in_thread=settings.worker_threads)
         domain = Domain(store, writer, registry, clock)
-        sessions = ApiSessions(domain, settings.effective_session_timeout, hash_in_thread=settings.worker_threads,
-                               max_concurrent_hashes=settings.max_concurrent_hashes)
+        sessions = ApiSessions(domain, settings.effective_session_timeout)
+        hashing = PasswordHashing(in_thread=settings.worker_threads, max_concurrent=settings.max_concurrent_hashes)
+        domain.hash_secret = hashing.hash
         engine = PostureEngine(domain, evaluate_posture=settings.evaluate_posture)
         controller = cls(settings, store, writer, registry, domain, sessions, clock, engine)
         controller.mfa = MfaService(controller)
+        controller.hashing = hashing
+        controller.throttles = GuessThrottles()
         controller.pki = pki
         controller.issuer = issuer
         controller.jwts = jwts
         controller.jwks = JwksCache()
-        domain.env = Environment(network_ca_pem=pki.ca_pem, enrollment_jwt=jwts.enrollment)
-        controller.trust = ClientTrust(pki.ca_pem.decode("ascii"))
+        domain.env = Environment(network_ca_pem=pki.ca_pem, enrollments=jwts)
+        controller.tls = TlsContexts(pki.ca_pem.decode("ascii"))
         with store.read() as txn:
             # Every CA a client certificate may come from; whether it may enrol or log in is decided per request.
             for ca in txn.scan("cas", frozenset({"certPem"})):
-                controller.trust.add(str(ca["certPem"]))
+                controller.tls.add_ca(str(ca["certPem"]))
         domain.subscribe(controller._on_changes)
         sessions.restore()
         return controller
@@ -103,7 +116,7 @@ class Controller:
         reevaluate: set[str] = set()
         for change in changes:
             if change.kind == "cas" and change.before is None and change.after is not None:
-                self.trust.add(str(change.after["certPem"]))
+                self.tls.add_ca(str(change.after["certPem"]))
             elif change.kind == API_SESSIONS and change.after is None:
                 self.sessions.forget(change.id)
                 identity_id = (change.before or {}).get("identityId")
@@ -121,7 +134,7 @@ class Controller:
 
     async def _settled(self, identity_ids: set[str]) -> None:
         for identity_id in identity_ids:
-            await self.engine.actors.ask(identity_id, ReadState)
+            await self.engine.settle(identity_id)
 
     def is_admin(self, identity_id: str) -> bool:
         with self.store.read() as txn:

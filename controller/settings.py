@@ -32,6 +32,8 @@ class Settings:
             existing data directory replaces the server key and certificate at the next start; the CA stays.
         client_cert_days: lifetime in days of the client certificates the CA issues to identities and routers
             (never beyond the CA's own expiry).
+        read_timeout: seconds the server waits for a request's head, between requests, and for a request's body.
+        max_connections: connections served at once; more are closed as soon as they are accepted.
         address: the URL endpoints reach the controller at (``https://host:port``), the issuer of enrolment JWTs,
             which OpenZiti SDKs connect to; None derives it from ``host`` and the bound port (:meth:`address_for`).
     """
@@ -52,6 +54,8 @@ class Settings:
     server_key_type: str = "rsa"
     client_cert_days: int = 365
     address: str | None = None
+    read_timeout: int = 30
+    max_connections: int = 1000
 
     def address_for(self, port: int) -> str:
         """The controller's URL as endpoints reach it, once it listens on ``port``: ``address`` when given, else

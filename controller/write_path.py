@@ -17,9 +17,10 @@ from controller.resources.context import Change, WriteContext
 from controller.resources.spec import MISSING, Field, Mode, Resource, Variant
 from controller.roles import check_attributes, normalize_roles
 from storage.keys import MAX_KEY_BYTES, UnstorableValue
+from storage.rows import MAX_INT, MIN_INT, UnencodableValue, encode
 from storage.store import UniqueViolation
 
-__all__ = ["create_row", "delete_row", "put_row", "replace_row", "write_internal"]
+__all__ = ["check_storable", "create_row", "delete_row", "put_row", "replace_row", "write_internal"]
 
 # Kinds whose role attributes are selected by policies and so may not look like selectors themselves.
 _ATTRIBUTE_CHECKED = {"identities", "services", "edge-routers"}
@@ -88,7 +89,13 @@ def replace_row(ctx: WriteContext, resource: Resource, row_id: str, body: Mappin
 
 def put_row(ctx: WriteContext, resource: Resource, row: dict[str, Any], old: Mapping[str, Any] | None,
             mode: Mode) -> dict[str, Any]:
-    """Check references, role lists and hooks, then store ``row`` and record the change."""
+    """Check references, role lists and hooks, then store ``row`` and record the change.
+
+    Raises:
+        FieldError: a reference or role list does not resolve, a hook refuses the row, a unique value is taken, an
+            indexed value cannot be a key, or a value holds an integer the store cannot hold (named by its path,
+            ``appData.x.y``). Nothing is stored then: the writer rolls the mutation back.
+    """
     for f in resource.linked_fields():
         value = row.get(f.name)
         if f.ref and value is not None and not ctx.txn.exists(f.ref, value):
@@ -107,6 +114,8 @@ def put_row(ctx: WriteContext, resource: Resource, row: dict[str, Any], old: Map
                        field_cause(exc.field, f"{exc.field} is must be unique", exc.value)) from None
     except UnstorableValue as exc:
         raise _unstorable(exc, row) from None
+    except UnencodableValue as exc:
+        raise _unencodable(exc, "") from None
     if resource.hooks.after_write is not None:
         resource.hooks.after_write(ctx, old, row)
     ctx.changes.append(Change(resource.kind, row["id"], dict(old) if old is not None else None, row))
@@ -120,6 +129,29 @@ def _unstorable(exc: UnstorableValue, row: Mapping[str, Any]) -> FieldError:
     if isinstance(row.get(exc.field), list):
         return FieldError(exc.field, f"{exc.field} entries must not be empty", row[exc.field])
     return FieldError(exc.field, f"{exc.field} is required", exc.value)
+
+
+def check_storable(value: Any, field: str = "") -> None:
+    """Refuse a client's value the store could not hold, before it goes where a failed write cannot answer the
+    client (an actor's state): :func:`put_row` refuses the same for rows.
+
+    Args:
+        value: decoded JSON: maps, lists, strings, numbers, booleans, None.
+        field: the value's name in the request, the start of the path an error names (``""``: the body itself).
+
+    Raises:
+        FieldError: ``value`` holds an integer outside the stored range (-2**63 .. 2**64-1), at any depth; the
+            error names it by its path (``tags.x``, ``build``, ``[1].data.n``).
+    """
+    try:
+        encode(value)
+    except UnencodableValue as exc:
+        raise _unencodable(exc, field) from None
+
+
+def _unencodable(exc: UnencodableValue, field: str) -> FieldError:
+    path = f"{field}.{exc.path}" if field and exc.path and not exc.path.startswith("[") else field + exc.path
+    return FieldError(path, f"{path or 'value'} must be an integer from {MIN_INT} to {MAX_INT}", exc.value)
 
 
 def delete_row(ctx: WriteContext, resource: Resource, row_id: str) -> dict[str, Any]:

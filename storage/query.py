@@ -15,6 +15,9 @@ Language notes (decisions where the reference grammar is silent or surprising):
 * Map keys (``tags.owner``) and set elements have no declared type: a literal of any type is accepted and rows whose
   value has another type simply do not match.
 
+Limits: a filter may be at most :data:`MAX_FILTER_LENGTH` characters long and nest at most :data:`MAX_FILTER_DEPTH`
+levels deep; beyond either it is refused as a :class:`QueryError`, before anything recurses over it.
+
 This module must stay free of Trio and Quart: it is pure computation.
 """
 
@@ -25,7 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from lark import Lark, Token, Tree
+from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from storage.query_compile import MAX_SORT_FIELDS, compile_query, resolve_sort_field, sort_keys
@@ -33,6 +36,8 @@ from storage.query_model import FieldType, IndexHint, Query, QueryError, SortErr
 from storage.query_values import Getter, Row, sort_value, to_datetime
 
 __all__ = [
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_LENGTH",
     "FieldType",
     "IndexHint",
     "Query",
@@ -46,10 +51,22 @@ __all__ = [
     "stored_fields",
 ]
 
+#: The longest filter (or sort parameter) accepted, in characters: far beyond any filter written by hand or by a
+#: client library, and short enough that parsing one takes milliseconds.
+MAX_FILTER_LENGTH = 16 * 1024
+
+#: The deepest parse tree accepted, counting every node on the way from the root to a leaf (a comparison is two
+#: levels, a chain of ``and`` or ``or`` one however long it is, each ``not``, group of another operator or
+#: subquery one more). The compiler and the closures it builds recurse once or twice per level: this keeps them far
+#: inside Python's recursion limit, wherever in the stack a filter is compiled.
+MAX_FILTER_DEPTH = 100
+
 # Whitespace is insignificant between tokens. The reference grammar demands it in some places (around `and`), which
 # only makes it reject more filters; every filter it accepts means the same here. Keywords are terminals hidden from
 # the tree (leading underscore) unless the compiler must see them; `?` rules collapse when they have one child, so
-# parentheses leave no trace in the tree.
+# parentheses leave no trace in the tree. The rules of `and` and `or` are left-recursive (which keeps the "expecting
+# ..." lists of syntax errors complete); _Chains turns each chain into one node holding every operand, so that a long
+# chain is wide, not deep (see MAX_FILTER_DEPTH).
 _GRAMMAR = r"""
 query: [or_expr] [sort_clause] [skip_clause] [limit_clause]
 sort_param: sort_field ("," sort_field)*
@@ -139,10 +156,30 @@ _DISPLAY = {
 }
 
 
+class _Chains(Transformer[Token, Tree[Token]]):
+    """Builds ``a or b or c`` as one ``or_`` node of three operands rather than ``or_(or_(a, b), c)`` (the same for
+    ``and_``), as the parser reduces each operator: the left operand's node takes the right one in place."""
+
+    @staticmethod
+    def _chain(data: str, children: list[Any]) -> Tree[Token]:
+        left, right = children
+        if isinstance(left, Tree) and left.data == data:
+            left.children.append(right)
+            return left
+        return Tree(data, children)
+
+    def or_(self, children: list[Any]) -> Tree[Token]:
+        return self._chain("or_", children)
+
+    def and_(self, children: list[Any]) -> Tree[Token]:
+        return self._chain("and_", children)
+
+
 @functools.cache
 def _parser() -> Lark:
     # Built on first use (tens of milliseconds) and shared: each parse() call keeps its state to itself.
-    return Lark(_GRAMMAR, parser="lalr", start=["query", "sort_param"], maybe_placeholders=True)
+    return Lark(_GRAMMAR, parser="lalr", start=["query", "sort_param"], maybe_placeholders=True,
+                transformer=_Chains())
 
 
 def _position(text: str, pos: int) -> str:
@@ -178,11 +215,31 @@ def _syntax_message(text: str, exc: UnexpectedInput) -> str:
     return f"{_position(text, len(text))} unexpected end of input{_expected(expected)}"
 
 
-def _parse(text: str, start: str) -> Tree[Token]:
+def _parse(text: str, start: str, what: str) -> Tree[Token]:
+    """The parse tree of ``text`` (a ``what``: "filter" or "sort") from the rule ``start``; raises QueryError.
+
+    The length is checked before parsing and the depth right after, by a walk without recursion: the LALR parser
+    and lark's tree building loop rather than recurse, so only what comes after (the compiler, the closures it
+    builds) needs the depth bounded.
+    """
+    if len(text) > MAX_FILTER_LENGTH:
+        raise QueryError(f"{what} is longer than {MAX_FILTER_LENGTH} characters")
     try:
-        return _parser().parse(text, start=start)
+        tree = _parser().parse(text, start=start)
     except UnexpectedInput as exc:
         raise QueryError(_syntax_message(text, exc)) from None
+    _check_depth(tree, what)
+    return tree
+
+
+def _check_depth(tree: Tree[Token], what: str) -> None:
+    """Raise QueryError when ``tree`` is deeper than :data:`MAX_FILTER_DEPTH`; an explicit stack, no recursion."""
+    levels = [(tree, 1)]
+    while levels:
+        node, depth = levels.pop()
+        if depth > MAX_FILTER_DEPTH:
+            raise QueryError(f"{what} is nested deeper than {MAX_FILTER_DEPTH} levels")
+        levels.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
 
 
 def _always(_row: Mapping[str, Any]) -> bool:
@@ -206,7 +263,7 @@ def compile_filter(text: str | None, symbols: Mapping[str, Symbol]) -> Query:
     """
     if text is None or not text.strip():
         return Query(_always, (), None, None, None, has_condition=False, fields=frozenset())
-    tree = _parse(text, "query")
+    tree = _parse(text, "query", "filter")
     compiled = compile_query(tree, symbols)
     condition = tree.children[0]
     names = [str(v) for v in condition.scan_values(lambda v: isinstance(v, Token) and v.type == "IDENT")
@@ -259,7 +316,7 @@ def parse_sort(text: str, symbols: Mapping[str, Symbol]) -> tuple[SortKey, ...]:
     if not text.strip():
         return ()
     try:
-        return sort_keys(_parse(text, "sort_param").children, symbols)
+        return sort_keys(_parse(text, "sort_param", "sort").children, symbols)
     except QueryError as exc:
         raise SortError(exc.message) from None
 

@@ -10,7 +10,11 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["decode", "decode_row", "encode", "projection"]
+__all__ = ["MAX_INT", "MIN_INT", "UnencodableValue", "decode", "decode_row", "encode", "projection"]
+
+#: The integers msgpack can hold: a signed 64-bit value's low end, an unsigned one's high end.
+MIN_INT = -(2**63)
+MAX_INT = 2**64 - 1
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder()
@@ -18,8 +22,50 @@ _decoder = msgspec.msgpack.Decoder()
 _row_decoder = msgspec.msgpack.Decoder(dict[str, Any])
 
 
+class UnencodableValue(ValueError):
+    """A value holds an integer outside :data:`MIN_INT` .. :data:`MAX_INT`, which msgpack cannot store.
+
+    Attributes:
+        path: where the integer is in the value: map keys joined by dots, list positions in brackets
+            (``appData.x.y``, ``tags.deep[1].n``; ``[2]`` in a list, empty for the value itself).
+        value: the integer.
+    """
+
+    def __init__(self, path: str, value: int) -> None:
+        super().__init__(f"integer {value} at {path or 'the top'} is outside {MIN_INT}..{MAX_INT}")
+        self.path = path
+        self.value = value
+
+
 def encode(value: Any) -> bytes:
-    return _encoder.encode(value)
+    """The msgpack bytes of ``value`` (maps, lists, strings, numbers, booleans, None).
+
+    Raises:
+        UnencodableValue: ``value`` holds an integer msgpack cannot hold, at any depth.
+    """
+    try:
+        return _encoder.encode(value)
+    except OverflowError:
+        found = _out_of_range(value)
+        if found is None:  # not in a map or list this walks (a struct's field): the encoder's own error
+            raise
+        raise UnencodableValue(*found) from None
+
+
+def _out_of_range(value: Any) -> tuple[str, int] | None:
+    """The path and value of the first integer (depth first, in order) in the maps and lists of ``value`` that
+    msgpack cannot hold, or None. A loop over an explicit stack, not recursion: the value can be as deep as a
+    client's JSON."""
+    pending: list[tuple[str, Any]] = [("", value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, int) and not isinstance(item, bool) and not MIN_INT <= item <= MAX_INT:
+            return path, item
+        if isinstance(item, dict):
+            pending.extend((f"{path}.{key}" if path else str(key), child) for key, child in reversed(item.items()))
+        elif isinstance(item, list | tuple):
+            pending.extend((f"{path}[{index}]", child) for index, child in reversed(list(enumerate(item))))
+    return None
 
 
 def decode(data: bytes | memoryview) -> Any:

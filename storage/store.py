@@ -11,6 +11,8 @@ happen only through :class:`WriteTxn`, which the group-commit writer (``storage/
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -296,8 +298,23 @@ class WriteTxn(ReadTxn):
                 self._txn.delete(key, row_id, db=db)
 
 
+# The store holds password hashes, TOTP secrets and recovery codes: no other local user may read it.
+_DIRECTORY_MODE = 0o700
+_FILE_MODE = 0o600
+
+
+def _private_directory(path: Path) -> None:
+    """Create ``path`` (mode 0700) or make an existing one private again, with the files LMDB keeps in it."""
+    path.mkdir(mode=_DIRECTORY_MODE, parents=True, exist_ok=True)
+    os.chmod(path, _DIRECTORY_MODE)
+    for name in ("data.mdb", "lock.mdb"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path / name, _FILE_MODE)
+
+
 class Store:
-    """An LMDB environment holding every kind described by ``layouts``.
+    """An LMDB environment holding every kind described by ``layouts``, private to the user running it (the
+    directory mode 0700, its files 0600).
 
     Args:
         path: directory of the environment (created if missing).
@@ -313,14 +330,14 @@ class Store:
     def __init__(self, path: Path, layouts: Iterable[KindLayout], *, map_size: int = 1 << 35,
                  durable: bool = True) -> None:
         self._layouts = {layout.kind: layout for layout in layouts}
-        path.mkdir(parents=True, exist_ok=True)
+        _private_directory(path)
         indexes = {kind: layout_indexes(layout) for kind, layout in self._layouts.items()}
         count = sum(1 + len(kind_indexes) for kind_indexes in indexes.values())
         self._owner = claim(path)
         self.env: Any = None
         try:
             self.env = lmdb.open(str(path), max_dbs=count + 8, map_size=map_size, sync=durable,
-                                 metasync=durable, readahead=False)
+                                 metasync=durable, readahead=False, mode=_FILE_MODE)
             self._dbs: dict[str, Any] = open_indexes(self.env, indexes)
             self._indexes = {kind: [(index, self._dbs[index.name]) for index in kind_indexes]
                              for kind, kind_indexes in indexes.items()}

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import h11
 import msgspec
+import pyotp
 import trio
 
 from controller.authentication import ensure_pki
@@ -17,10 +21,14 @@ from controller.clock import Clock
 from controller.root import Controller
 from controller.settings import Settings
 
+__all__ = ["ADMIN_PASSWORD", "ADMIN_USERNAME", "CLIENT", "MGMT", "TOTP_STEP_SECONDS", "Api", "Reply", "make_settings",
+           "make_user", "next_totp", "read_http_response", "running", "seed_pki", "start_controller", "totp"]
+
 ADMIN_USERNAME = "admin"
 ADMIN_PASSWORD = "admin-password"
 MGMT = "/edge/management/v1"
 CLIENT = "/edge/client/v1"
+TOTP_STEP_SECONDS = 30
 
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:
@@ -151,3 +159,61 @@ async def make_user(admin: Api, name: str, password: str = "user-password", **fi
     await admin.create("/authenticators", {"identityId": identity_id, "method": "updb", "username": name,
                                            "password": password})
     return identity_id, await admin.login(name, password)
+
+
+def totp(controller: Controller, secret: str, steps: int = 0) -> str:
+    """The TOTP code of the step ``steps`` 30-second steps from the current one at the controller's clock.
+
+    Args:
+        controller: the controller whose clock says what "now" is (Trio's clock, virtual under ``autojump_clock``).
+        secret: the base32 secret of the enrolment.
+        steps: steps from the current one (negative: earlier).
+
+    Returns:
+        The six-digit code.
+    """
+    return pyotp.TOTP(secret).at(int(controller.clock.now()), counter_offset=steps)
+
+
+async def next_totp(controller: Controller, secret: str) -> str:
+    """Move to the next 30-second step and return its code, for a test that needs another good code.
+
+    The controller accepts each TOTP step once per identity (a code of a step at or before the last one accepted is
+    refused), so a second good code must come from a later step. The test must take the ``autojump_clock`` fixture:
+    the sleep then passes instantly on Trio's virtual clock, which the controller's clock follows.
+
+    Returns:
+        The code of the current step after the sleep.
+    """
+    await trio.sleep(TOTP_STEP_SECONDS)
+    return totp(controller, secret)
+
+
+@asynccontextmanager
+async def running(data_dir: Path, clock: Clock | None = None, **overrides: Any) -> AsyncIterator[Controller]:
+    """A controller on ``data_dir`` for the duration of the block, then stopped as ``main`` stops it (flush,
+    cancel, close); the next block on the same directory is a restart. ``overrides`` change the settings."""
+    async with trio.open_nursery() as nursery:
+        controller = await start_controller(make_settings(data_dir, **overrides), nursery, clock)
+        try:
+            yield controller
+            await controller.sessions.flush()
+        finally:
+            nursery.cancel_scope.cancel()
+    controller.close()
+
+
+async def read_http_response(stream: trio.abc.ReceiveStream, connection: h11.Connection) -> tuple[int, bytes]:
+    """Read one whole HTTP/1.1 response from ``stream`` through the client side ``connection``: its status and
+    body."""
+    status, body = 0, b""
+    while True:
+        event = connection.next_event()
+        if event is h11.NEED_DATA:
+            connection.receive_data(await stream.receive_some())
+        elif isinstance(event, h11.Response):
+            status = event.status_code
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            return status, body

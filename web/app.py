@@ -55,6 +55,8 @@ def create_app(controller: Controller) -> QuartTrio:
     app.asgi_app = LegacyPaths(TlsExtension(app.asgi_app), CLIENT_BASE)  # type: ignore[method-assign]
     app.url_rule_class = LazyBuilderRule
     app.config["MAX_CONTENT_LENGTH"] = controller.settings.max_body_bytes
+    # A body that stops arriving for this long is answered 408 (see hypercorn_config in controller/main.py).
+    app.config["BODY_TIMEOUT"] = controller.settings.read_timeout
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.json.sort_keys = False  # type: ignore[attr-defined]
     install_error_handlers(app)
@@ -91,7 +93,7 @@ def create_app(controller: Controller) -> QuartTrio:
 
     management = Blueprint("management", __name__, url_prefix=MANAGEMENT_BASE)
     client = Blueprint("client", __name__, url_prefix=CLIENT_BASE)
-    routes = Routes()
+    routes = Routes(controller)
     for resource in controller.registry.resources.values():
         register_resource_routes(management, routes, controller, resource, "management")
     for api, bp in (("management", management), ("client", client)):

@@ -13,7 +13,7 @@ from controller.errors import ApiError, field_cause, not_found
 from controller.resources.cas import CAS, PROOF_FIELD, check_proof, mark_verified
 from controller.root import Controller
 from web.envelope import empty
-from web.guards import require_admin
+from web.guards import Access
 from web.routes import RouteInfo, Routes
 
 __all__ = ["register"]
@@ -46,13 +46,11 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
     domain = controller.domain
 
     async def ca_jwt(id: str) -> Response:
-        require_admin(controller)
         if not domain.exists(CAS.kind, id):
             raise not_found(CAS.singular, id)
         return Response(controller.jwts.ca(id), content_type=_JWT_TYPE)
 
     async def verify_ca(id: str) -> Response:
-        require_admin(controller)
         proof = await _proof()
         with domain.read() as ctx:
             ca = ctx.txn.get(CAS.kind, id)
@@ -63,10 +61,10 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         await domain.write(lambda ctx: mark_verified(ctx, id))
         return empty()
 
-    routes.add(bp, RouteInfo(api, "GET", "/cas/{id}/jwt", "getCaJwt", CAS.tag,
+    routes.add(bp, RouteInfo(api, "GET", "/cas/{id}/jwt", "getCaJwt", CAS.tag, access=Access.ADMIN,
                              summary="The JWT with which clients enrol through a CA", produces=_JWT_TYPE, raw=True,
                              data={"type": "string"}), ca_jwt)
-    routes.add(bp, RouteInfo(api, "POST", "/cas/{id}/verify", "verifyCa", CAS.tag,
+    routes.add(bp, RouteInfo(api, "POST", "/cas/{id}/verify", "verifyCa", CAS.tag, access=Access.ADMIN,
                              summary="Verify a CA with a certificate it signed whose common name is its "
                                      "verificationToken, sent as PEM text",
-                             body={"type": "string"}), verify_ca)
+                             body={"type": "string"}, consumes=", ".join(_PROOF_TYPES), errors=(409,)), verify_ca)

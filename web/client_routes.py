@@ -6,21 +6,21 @@ and a revocation can never race a grant.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from quart import Blueprint, Response
 
-from actors.messages import CreateSession, EndpointStateReported, PostureReported
-from actors.registry import OneShot
+from actors.messages import CreateSession, PostureReported
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause, nested_cause, not_found
 from controller.posture.access import service_permissions_map
 from controller.posture.queries import posture_queries
 from controller.present import present
 from controller.root import Controller
+from controller.validation import SchemaCheck
+from controller.write_path import check_storable
 from web.envelope import created, empty, ok
-from web.guards import require_session
+from web.guards import Access, current_session
 from web.request import list_params, read_json
 from web.routes import RouteInfo, Routes
 
@@ -28,6 +28,29 @@ __all__ = ["register"]
 
 _RESPONSE_TYPES = {"OS", "MAC", "DOMAIN", "PROCESS", "ENDPOINT_STATE"}
 _REQUIRED = {"OS": ("type", "version"), "MAC": ("macAddresses",), "DOMAIN": ("domain",)}
+
+MAX_BULK_RESPONSES = 256
+"""Posture responses in one bulk request: far more than the checks any endpoint has to answer."""
+MAX_LIST_ITEMS = 64
+"""MAC addresses or signer fingerprints in one response."""
+MAX_TEXT = 4096
+"""Characters in one string of a response (a process path is the longest legitimate one)."""
+
+
+def _check_sizes(body: dict[str, Any]) -> None:
+    """Refuse a response whose strings or lists are larger than any endpoint reports: it would be stored."""
+    for name, value in body.items():
+        if isinstance(value, str) and len(value) > MAX_TEXT:
+            raise ApiError("COULD_NOT_VALIDATE", field_cause(name, f"{name} in body should be at most {MAX_TEXT} "
+                                                                   "chars long", value[:64]))
+        if isinstance(value, list):
+            if len(value) > MAX_LIST_ITEMS:
+                raise ApiError("COULD_NOT_VALIDATE", field_cause(name, f"{name} in body should have at most "
+                                                                       f"{MAX_LIST_ITEMS} items", len(value)))
+            for item in value:
+                if not isinstance(item, str) or len(item) > MAX_TEXT:
+                    raise ApiError("COULD_NOT_VALIDATE", field_cause(
+                        name, f"{name} in body must hold strings of at most {MAX_TEXT} chars", str(item)[:64]))
 
 
 def _check_response(body: Any) -> dict[str, Any]:
@@ -38,7 +61,7 @@ def _check_response(body: Any) -> dict[str, Any]:
     type_id = body.get("typeId")
     if type_id is None:
         raise ApiError("COULD_NOT_VALIDATE", field_cause("typeId", "typeId in body is required", None))
-    if type_id not in _RESPONSE_TYPES:
+    if not isinstance(type_id, str) or type_id not in _RESPONSE_TYPES:
         raise ApiError("COULD_NOT_PARSE_BODY", nested_cause(f'invalid typeId value: "{type_id}"'))
     if not isinstance(body.get("id"), str):
         raise ApiError("COULD_NOT_VALIDATE", field_cause("id", "id in body is required", body.get("id")))
@@ -48,6 +71,7 @@ def _check_response(body: Any) -> dict[str, Any]:
     if type_id == "MAC" and not isinstance(body.get("macAddresses"), list):
         raise ApiError("COULD_NOT_VALIDATE", field_cause("macAddresses", "macAddresses in body must be of type "
                                                                          "array", body.get("macAddresses")))
+    _check_sizes(body)
     return body
 
 
@@ -66,15 +90,12 @@ _RESPONSE_BODY: dict[str, Any] = {
                    "signerFingerprints": {"type": "array", "items": {"type": "string"}},
                    "woken": {"type": "boolean"}, "unlocked": {"type": "boolean"}},
 }
+_RESPONSE_CHECK = SchemaCheck.of(_RESPONSE_BODY)
 _SESSION_BODY: dict[str, Any] = {
-    "type": "object",
+    "type": "object", "required": ["serviceId"],
     "properties": {"serviceId": {"type": "string"}, "type": {"type": "string", "enum": ["Dial", "Bind"]},
                    "tags": {"type": "object"}},
 }
-
-
-def _endpoint_state(api_session_id: str, report: dict[str, Any], reply: OneShot[Any]) -> EndpointStateReported:
-    return EndpointStateReported(api_session_id, bool(report.get("woken")), bool(report.get("unlocked")), reply)
 
 
 def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
@@ -82,10 +103,11 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     domain = controller.domain
 
     def add(method: str, path: str, operation_id: str, tag: str, handler: Any, **doc: Any) -> None:
-        routes.add(bp, RouteInfo("client", method, path, operation_id, tag, admin=False, **doc), handler)
+        # Everything here acts for the caller's identity: a fully authenticated session of any identity.
+        routes.add(bp, RouteInfo("client", method, path, operation_id, tag, access=Access.SESSION, **doc), handler)
 
     async def services_view(service_id: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        session = require_session(controller)
+        session = current_session()
         state = await engine.state(session.identity_id)
         with domain.read() as ctx:
             identity = ctx.txn.get("identities", session.identity_id)
@@ -117,22 +139,27 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         return ok(items[0])
 
     async def posture_response(bulk: bool) -> Response:
-        session = require_session(controller)
+        session = current_session()
         body = await read_json()
         if bulk and not isinstance(body, list):
             raise ApiError("COULD_NOT_VALIDATE", field_cause("postureResponse", "postureResponse in body must be "
                                                                                 "of type array", body))
+        if bulk and len(body) > MAX_BULK_RESPONSES:
+            raise ApiError("COULD_NOT_VALIDATE", field_cause("postureResponse", "postureResponse in body should "
+                                                             f"have at most {MAX_BULK_RESPONSES} items", len(body)))
         responses = [_check_response(r) for r in (body if bulk else [body])]
+        check_storable(body)
+        for response in responses:
+            # Last, so that the checks above word their refusals first: what the document promises of every
+            # other field (a string version, boolean woken and unlocked, ...).
+            _RESPONSE_CHECK.validate(response)
         states = [r for r in responses if r["typeId"] == "ENDPOINT_STATE"]
         others = tuple(r for r in responses if r["typeId"] != "ENDPOINT_STATE")
-        services: list[dict[str, Any]] = []
-        if others:
-            await engine.ask(session.identity_id, lambda reply: PostureReported(session.id, others, reply))
-        for state in states:
-            changed: list[dict[str, Any]] = await engine.ask(
-                session.identity_id, functools.partial(_endpoint_state, session.id, state))
-            known = {s["id"] for s in services}
-            services.extend(s for s in changed if s["id"] not in known)
+        woken = any(bool(r.get("woken")) for r in states)
+        unlocked = any(bool(r.get("unlocked")) for r in states)
+        # One message for the whole request: one decision and one durable write, however many items it holds.
+        services: list[dict[str, Any]] = await engine.ask(
+            session.identity_id, lambda reply: PostureReported(session.id, others, reply, woken, unlocked))
         return created({"services": services})
 
     async def single_response() -> Response:
@@ -146,7 +173,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
             return _client_session(present(ctx, controller.registry["sessions"], row))
 
     async def create_session() -> Response:
-        session = require_session(controller)
+        session = current_session()
         body = await read_json()
         if not isinstance(body, dict):
             raise ApiError("COULD_NOT_VALIDATE", field_cause("session", "session in body is required", None))
@@ -158,6 +185,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
             raise ApiError("COULD_NOT_VALIDATE", field_cause("type", "type in body should be one of [Dial Bind]",
                                                              session_type))
         tags: dict[str, Any] = body["tags"] if isinstance(body.get("tags"), dict) else {}
+        check_storable(tags, "tags")
         row: dict[str, Any] = await engine.ask(session.identity_id,
                                lambda reply: CreateSession(session.id, service_id, session_type, tags, reply))
         return created(session_detail(row))
@@ -177,23 +205,23 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
             raise not_found("session", session_id)
 
     async def list_sessions() -> Response:
-        session = require_session(controller)
+        session = current_session()
         items, meta = domain.list_page("sessions", list_params(False), visible_sessions(session.identity_id))
         return ok([_client_session(item) for item in items], meta)
 
     async def detail_session(id: str) -> Response:
-        session = require_session(controller)
+        session = current_session()
         own_session(id, session.identity_id)
         return ok(_client_session(domain.detail("sessions", id)))
 
     async def delete_session(id: str) -> Response:
-        session = require_session(controller)
+        session = current_session()
         own_session(id, session.identity_id)
         await domain.delete("sessions", id)
         return empty()
 
     async def service_updates() -> Response:
-        session = require_session(controller)
+        session = current_session()
         state = await engine.state(session.identity_id)
         with domain.read() as ctx:
             row = ctx.txn.get("api-sessions", session.id)
@@ -208,7 +236,9 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     add("POST", "/posture-response-bulk", "createPostureResponseBulk", "Posture Checks", bulk_response,
         body={"type": "array", "items": _RESPONSE_BODY}, status=201)
     add("GET", "/sessions", "listSessions", "Session", list_sessions, paged=True)
-    add("POST", "/sessions", "createSession", "Session", create_session, body=_SESSION_BODY, status=201)
+    # 404: no such service for the caller; 409: its posture does not pass the service's checks.
+    add("POST", "/sessions", "createSession", "Session", create_session, body=_SESSION_BODY, status=201,
+        errors=(404, 409))
     add("GET", "/sessions/{id}", "detailSession", "Session", detail_session)
     add("DELETE", "/sessions/{id}", "deleteSession", "Session", delete_session)
     add("GET", "/current-api-session/service-updates", "listServiceUpdates", "Current API Session", service_updates)

@@ -24,7 +24,7 @@ from controller.resources.enrollments import CREATE_SCHEMA, REFRESH_SCHEMA
 from controller.root import Controller
 from web.client_certs import client_certificate
 from web.envelope import created, empty, json_response, ok
-from web.guards import require_admin
+from web.guards import Access
 from web.request import read_json
 from web.routes import RouteInfo, Routes
 
@@ -95,35 +95,34 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
 
 def _register_management(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     def add(method: str, path: str, operation_id: str, tag: str, handler: Any, **details: Any) -> None:
-        routes.add(bp, RouteInfo("management", method, path, operation_id, tag, **details), handler)
+        # Enrollments and re-enrolments make credentials for others: administrators only.
+        routes.add(bp, RouteInfo("management", method, path, operation_id, tag, access=Access.ADMIN, **details),
+                   handler)
 
     def shown(row: Mapping[str, Any]) -> dict[str, Any]:
         with controller.domain.read() as ctx:
             return present(ctx, controller.registry["enrollments"], row)
 
     async def create() -> Response:
-        require_admin(controller)
         return created(shown(await create_enrollment(controller, await read_json("enrollment"))))
 
     async def refresh_one(id: str) -> Response:
-        require_admin(controller)
         return ok(shown(await refresh(controller, id, await read_json("refresh"))))
 
     async def reenroll_one(id: str) -> Response:
-        require_admin(controller)
         return created(shown(await reenroll_authenticator(controller, id, await read_json("reEnroll"))))
 
     async def reenroll_edge_router(id: str) -> Response:
-        require_admin(controller)
         await reenroll_router(controller, "edge-routers", id)
         return empty()
 
+    # 409: the identity already has an enrollment of that method.
     add("POST", "/enrollments", "createEnrollment", "Enrollment", create, body=CREATE_SCHEMA, status=201,
-        data=_ENROLLMENT, summary="Create an enrollment for an identity")
+        data=_ENROLLMENT, summary="Create an enrollment for an identity", errors=(409,))
     add("POST", "/enrollments/{id}/refresh", "refreshEnrollment", "Enrollment", refresh_one, body=REFRESH_SCHEMA,
         data=_ENROLLMENT, summary="Give an enrollment a new token and expiry")
     add("POST", "/authenticators/{id}/re-enroll", "reEnrollAuthenticator", "Authenticator", reenroll_one,
-        body=REFRESH_SCHEMA, status=201, data=_ENROLLMENT,
+        body=REFRESH_SCHEMA, status=201, data=_ENROLLMENT, errors=(409,),
         summary="Replace an authenticator by the enrollment that makes it again")
     add("POST", "/edge-routers/{id}/re-enroll", "reEnrollEdgeRouter", "Edge Router", reenroll_edge_router,
         summary="Forget an edge router's certificate and give it a new enrollment")
@@ -133,7 +132,9 @@ def _register_client(bp: Blueprint, routes: Routes, controller: Controller) -> N
     def add(path: str, operation_id: str, handler: Any, *, method: str = "POST", **details: Any) -> None:
         details.setdefault("tag", "Enroll")
         tag = details.pop("tag")
-        routes.add(bp, RouteInfo("client", method, path, operation_id, tag, admin=False, session=False, **details),
+        # Enrolment is how a client gets its first credentials, so it needs no session: each operation checks the
+        # credential it is given (a one-time token, a CA's certificate, a router's current certificate).
+        routes.add(bp, RouteInfo("client", method, path, operation_id, tag, access=Access.ANYONE, **details),
                    handler)
 
     async def legacy() -> Response:
@@ -156,31 +157,36 @@ def _register_client(bp: Blueprint, routes: Routes, controller: Controller) -> N
         if not isinstance(body, dict) or not isinstance(body.get("nonce"), str):
             raise ApiError("COULD_NOT_VALIDATE", field_cause("nonce", "nonce in body is required", None))
         signer = controller.jwts.signer
-        if body.get("keyId") != signer.kid:
+        key_id = body.get("keyId")
+        if not isinstance(key_id, str) or key_id not in signer.kids:
             raise ApiError("COULD_NOT_VALIDATE", field_cause("keyId", "keyId names no key of this controller",
-                                                             body.get("keyId")))
+                                                             key_id))
         return json_response(signer.sign_nonce(body["nonce"]))
 
     async def jwks() -> Response:
         return json_response(controller.jwts.signer.jwks())
 
     token = {"token": {**_TOKEN["token"]}}
+    # 409: the certificate is another authenticator's, or the identity has one of that method already; 429: a
+    # password waits to be hashed; 401: the router presents no certificate of its own.
     add("/enroll", "enroll", legacy, data=_CERTS, produces=f"{_PEM}, application/json",
         query={**token, "method": {"type": "string", "enum": ["ott", "ottca", "updb", "ca", "erott", "trott"]}},
-        summary="Enrol with a one-time token (or, with method=ca, a third-party CA's certificate)")
-    add("/enroll/ott", "enrollOtt", sub_path(None), query=token, data=_CERTS,
+        summary="Enrol with a one-time token (or, with method=ca, a third-party CA's certificate)",
+        errors=(409, 429))
+    add("/enroll/ott", "enrollOtt", sub_path(None), query=token, data=_CERTS, errors=(409,),
         summary="Enrol with a one-time token and a CSR; answers the certificate")
-    add("/enroll/ottca", "enrollOttCa", sub_path(None), query=token,
+    add("/enroll/ottca", "enrollOttCa", sub_path(None), query=token, errors=(409,),
         summary="Enrol the TLS client certificate of a third-party CA with a one-time token")
-    add("/enroll/ca", "enrollCa", sub_path("ca"),
+    add("/enroll/ca", "enrollCa", sub_path("ca"), errors=(400, 409),
         summary="Enrol through a CA that enrols its certificates automatically")
     add("/enroll/updb", "enrollUpdb", sub_path(None), query={"token": {**_TOKEN["token"], "required": True}},
         body={"type": "object", "properties": {"password": {"type": "string"}, "username": {"type": "string"}}},
-        summary="Set the password of a username-password enrollment")
+        summary="Set the password of a username-password enrollment", errors=(409, 429))
     add("/enroll/erott", "enrollErOtt", sub_path(None), query=token, body=_ROUTER_CSRS, data=_CERTS,
         summary="Enrol an edge router: its client and server certificates for two CSRs")
     add("/enroll/extend/router", "extendRouterEnrollment", extend, body=_ROUTER_CSRS, data=_CERTS,
-        tag="Extend Enrollment", summary="New certificates for a router that presents its current one")
+        tag="Extend Enrollment", summary="New certificates for a router that presents its current one",
+        errors=(401,))
     add("/enroll/challenge", "enrollmentChallenge", challenge, body=_CHALLENGE, data=_SIGNATURE, raw=True,
         summary="Sign a nonce with the controller's key, to prove the controller's identity")
     add("/enroll/jwks", "getEnrollmentJwks", jwks, method="GET", raw=True,

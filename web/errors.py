@@ -18,7 +18,8 @@ __all__ = ["install_error_handlers", "render_error"]
 
 log = logging.getLogger("tollgate.web")
 
-_HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE", 400: "COULD_NOT_PARSE_BODY"}
+_HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 408: "REQUEST_TIMEOUT", 413: "REQUEST_TOO_LARGE",
+               400: "COULD_NOT_PARSE_BODY"}
 
 
 def render_error(error: ApiError) -> Response:

@@ -14,6 +14,7 @@ from quart import Blueprint, Response
 
 from controller.root import Controller
 from web.envelope import ok
+from web.guards import Access
 from web.request import list_params
 from web.routes import RouteInfo, Routes
 
@@ -49,6 +50,6 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         return ok([_client_view(item) for item in items], meta)
 
     routes.add(bp, RouteInfo("client", "GET", f"/{_KIND}", "listExternalJwtSigners", "External JWT Signer",
-                             admin=False, session=False, paged=True,
+                             access=Access.ANYONE, paged=True,
                              summary="List the enabled external JWT signers a client may log in with",
                              data={"type": "array", "items": _CLIENT_SIGNER}), list_external_jwt_signers)

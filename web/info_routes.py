@@ -20,7 +20,7 @@ from controller.registry import Registry
 from controller.root import VERSION, Controller
 from storage.store import ReadTxn
 from web.envelope import json_response, ok
-from web.guards import require_admin
+from web.guards import Access
 from web.openapi import SPEC_IDS, build_document
 from web.routes import RouteInfo, Routes
 
@@ -99,8 +99,7 @@ def _document(controller: Controller, spec_id: str) -> dict[str, Any]:
 
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
     def add(path: str, operation_id: str, handler: Any, *, tag: str = "Informational", **details: Any) -> None:
-        routes.add(bp, RouteInfo(api, "GET", path, operation_id, tag, admin=False, session=False, **details),
-                   handler)
+        routes.add(bp, RouteInfo(api, "GET", path, operation_id, tag, access=Access.ANYONE, **details), handler)
 
     async def version() -> Response:
         return ok(version_data(controller))
@@ -151,11 +150,10 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
 
     if api == "management":
         async def summary() -> Response:
-            require_admin(controller)
             with controller.domain.read() as ctx:
                 return ok(summary_counts(ctx.txn, controller.registry))
 
-        routes.add(bp, RouteInfo(api, "GET", "/summary", "listSummary", "Informational", admin=True,
+        routes.add(bp, RouteInfo(api, "GET", "/summary", "listSummary", "Informational", access=Access.ADMIN,
                                  data={"type": "object", "additionalProperties": {"type": "integer"}},
                                  summary="How many rows of each kind exist"), summary)
 

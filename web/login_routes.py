@@ -11,19 +11,21 @@ from controller.authentication.ext_jwt_login import ext_jwt_auth_query
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause
 from controller.present import present
+from controller.resources.authenticators import PASSWORD, USERNAME
 from controller.root import Controller
 from storage.store import ReadTxn
 from web.client_certs import client_certificate
 from web.envelope import empty, ok
-from web.guards import bearer_tokens, require_session
+from web.guards import Access, bearer_tokens, current_session
 from web.request import read_json
 from web.routes import RouteInfo, Routes
 
 __all__ = ["register"]
 
 
-def current_session_detail(controller: Controller, session_id: str) -> dict[str, Any]:
-    """The current-api-session view: the stored row plus live expiry fields."""
+def current_session_detail(controller: Controller, session_id: str, token: str) -> dict[str, Any]:
+    """The current-api-session view: the stored row plus live expiry fields, and ``token``, the session's token
+    (which its client has just been given or has just presented; the store keeps only its digest)."""
     live = controller.sessions.get(session_id)
     resource = controller.registry["api-sessions"]
     with controller.domain.read() as ctx:
@@ -32,6 +34,7 @@ def current_session_detail(controller: Controller, session_id: str) -> dict[str,
             raise ApiError("UNAUTHORIZED")
         out = present(ctx, resource, row)
         out["authQueries"] = _auth_queries(ctx.txn, live)
+    out["token"] = token
     expires = controller.sessions.expires_at(live)
     out["lastActivityAt"] = format_time(live.last_activity)
     out["cachedLastActivityAt"] = out["lastActivityAt"]
@@ -52,10 +55,16 @@ def _auth_queries(txn: ReadTxn, live: LiveSession) -> list[dict[str, Any]]:
     return queries
 
 
+# The body of a login: the credentials of method=password, and what any method's session records.
+_CREDENTIALS: dict[str, Any] = {"type": "object", "properties": {
+    "username": USERNAME, "password": PASSWORD, "configTypes": {"type": "array", "items": {"type": "string"}},
+    "envInfo": {"type": "object"}, "sdkInfo": {"type": "object"}}}
+
+
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
-    def add(method: str, path: str, operation_id: str, tag: str, handler: Any, admin: bool = False,
+    def add(method: str, path: str, operation_id: str, tag: str, handler: Any, access: Access,
             **details: Any) -> None:
-        routes.add(bp, RouteInfo(api, method, path, f"{operation_id}", tag, admin=admin, **details), handler)
+        routes.add(bp, RouteInfo(api, method, path, operation_id, tag, access=access, **details), handler)
 
     async def authenticate() -> Response:
         method = request.args.get("method")
@@ -64,27 +73,31 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         credentials = Credentials(await read_json(), request.remote_addr or "", client_certificate(request.scope),
                                   bearer_tokens(request.headers.getlist("Authorization")))
         row = await login(controller, method, credentials)
-        detail = current_session_detail(controller, row["id"])
+        detail = current_session_detail(controller, row["id"], row["token"])
         headers = {"zt-session": row["token"], "expiration-seconds": str(detail["expirationSeconds"]),
                    "expires-at": detail["expiresAt"]}
         return ok(detail, headers=headers)
 
     async def get_current_api_session() -> Response:
-        session = require_session(controller, allow_partial=True)
-        return ok(current_session_detail(controller, session.id))
+        session = current_session()
+        return ok(current_session_detail(controller, session.id, request.headers.get("zt-session", "")))
 
     async def delete_current_api_session() -> Response:
-        session = require_session(controller, allow_partial=True)
+        session = current_session()
         await controller.sessions.end(session.id)
         return empty()
 
     async def get_current_identity() -> Response:
-        session = require_session(controller)
+        session = current_session()
         return ok(controller.domain.detail("identities", session.identity_id))
 
-    add("POST", "/authenticate", "authenticate", "Authentication", authenticate, session=False,
-        query={"method": {"type": "string", "enum": ["password", "cert", "ext-jwt"], "required": True}})
-    add("GET", "/current-api-session", "getCurrentAPISession", "Current API Session", get_current_api_session)
+    # 401: the credentials are refused; 429: too many wrong passwords lately, or too many waiting to be checked.
+    add("POST", "/authenticate", "authenticate", "Authentication", authenticate, Access.ANYONE,
+        query={"method": {"type": "string", "enum": ["password", "cert", "ext-jwt"], "required": True}},
+        body=_CREDENTIALS, errors=(401, 429))
+    # A session still owing a second factor may look at itself (to read its auth queries) and log out.
+    add("GET", "/current-api-session", "getCurrentAPISession", "Current API Session", get_current_api_session,
+        Access.PARTIAL_SESSION)
     add("DELETE", "/current-api-session", "deleteCurrentApiSession", "Current API Session",
-        delete_current_api_session)
-    add("GET", "/current-identity", "getCurrentIdentity", "Current Identity", get_current_identity)
+        delete_current_api_session, Access.PARTIAL_SESSION)
+    add("GET", "/current-identity", "getCurrentIdentity", "Current Identity", get_current_identity, Access.SESSION)

@@ -17,7 +17,7 @@ from controller.errors import ApiError, field_cause
 from controller.root import Controller
 from controller.validation import SchemaCheck
 from web.envelope import created, empty, ok
-from web.guards import require_admin, require_session
+from web.guards import Access, current_session
 from web.request import read_json
 from web.routes import RouteInfo, Routes
 
@@ -62,9 +62,10 @@ async def _optional_code() -> str | None:
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
     mfa = controller.mfa
 
-    def add(method: str, path: str, operation_id: str, summary: str, handler: Any, **details: Any) -> None:
-        details.setdefault("admin", False)
-        routes.add(bp, RouteInfo(api, method, path, operation_id, "MFA", summary=summary, **details), handler)
+    def add(method: str, path: str, operation_id: str, summary: str, handler: Any, access: Access,
+            **details: Any) -> None:
+        routes.add(bp, RouteInfo(api, method, path, operation_id, "MFA", access=access, summary=summary, **details),
+                   handler)
 
     def identity_name(identity_id: str) -> str:
         with controller.store.read() as txn:
@@ -72,63 +73,68 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         return str(row.get("name", "")) if row else ""
 
     async def authenticate_mfa() -> Response:
-        session = require_session(controller, allow_partial=True)
+        session = current_session()
         await mfa.authenticate(session, await _code_from_body("mfaAuth"))
         return empty()
 
     async def detail_mfa() -> Response:
-        session = require_session(controller, allow_partial=True)
+        session = current_session()
         record = mfa.record(session.identity_id)
         if record is None:
             raise ApiError("NOT_FOUND")
         return ok(mfa.view(record, identity_name(session.identity_id)))
 
     async def enroll_mfa() -> Response:
-        session = require_session(controller, allow_partial=True)
+        session = current_session()
         return created(await mfa.enroll(session.identity_id))
 
     async def delete_mfa() -> Response:
-        session = require_session(controller)
+        session = current_session()
         await mfa.remove_own(session, request.headers.get(_CODE_HEADER, ""))
         return empty()
 
     async def verify_mfa() -> Response:
-        session = require_session(controller, allow_partial=True)
+        session = current_session()
         await mfa.verify(session, await _code_from_body("mfaValidation"))
         return empty()
 
     async def qr_code() -> Response:
-        session = require_session(controller, allow_partial=True)
+        session = current_session()
         png = mfa.qr_code(session.identity_id, identity_name(session.identity_id))
         return Response(png, content_type="image/png")
 
     async def detail_recovery_codes() -> Response:
-        session = require_session(controller)
-        return ok(mfa.recovery_codes(session, await _optional_code()))
+        session = current_session()
+        return ok(await mfa.recovery_codes(session, await _optional_code()))
 
     async def regenerate_recovery_codes() -> Response:
-        session = require_session(controller)
+        session = current_session()
         await mfa.regenerate_recovery_codes(session, await _code_from_body("mfaValidation"))
         return empty()
 
+    partial, full = Access.PARTIAL_SESSION, Access.SESSION
+    # 404: the caller has no enrolment in the state the operation needs; 429: too many wrong codes lately.
+    code_header = {_CODE_HEADER: {"type": "string"}}
     add("POST", "/authenticate/mfa", "authenticateMfa", "Complete a login with a TOTP or a recovery code",
-        authenticate_mfa, body=MFA_CODE_SCHEMA)
-    add("GET", "/current-identity/mfa", "detailMfa", "Show the caller's MFA enrolment", detail_mfa, data=_DETAIL)
-    add("POST", "/current-identity/mfa", "enrollMfa", "Start MFA enrolment", enroll_mfa, status=201, data=_CREATED)
-    add("DELETE", "/current-identity/mfa", "deleteMfa", "Remove the caller's MFA enrolment", delete_mfa)
+        authenticate_mfa, partial, body=MFA_CODE_SCHEMA, errors=(404, 409, 429))
+    add("GET", "/current-identity/mfa", "detailMfa", "Show the caller's MFA enrolment", detail_mfa, partial,
+        data=_DETAIL, errors=(404,))
+    add("POST", "/current-identity/mfa", "enrollMfa", "Start MFA enrolment", enroll_mfa, partial, status=201,
+        data=_CREATED, errors=(409,))
+    add("DELETE", "/current-identity/mfa", "deleteMfa", "Remove the caller's MFA enrolment", delete_mfa, full,
+        headers=code_header, errors=(404, 429))
     add("POST", "/current-identity/mfa/verify", "verifyMfa", "Complete MFA enrolment with a TOTP", verify_mfa,
-        body=MFA_CODE_SCHEMA)
+        partial, body=MFA_CODE_SCHEMA, errors=(404, 429))
     add("GET", "/current-identity/mfa/qr-code", "detailMfaQrCode", "The provisioning URL as a QR code", qr_code,
-        produces="image/png", raw=True, data={"type": "string", "format": "binary"})
+        partial, produces="image/png", raw=True, data={"type": "string", "format": "binary"}, errors=(404,))
     add("GET", "/current-identity/mfa/recovery-codes", "detailMfaRecoveryCodes", "Show the recovery codes",
-        detail_recovery_codes, data=_RECOVERY)
+        detail_recovery_codes, full, data=_RECOVERY, headers=code_header, errors=(404, 429))
     add("POST", "/current-identity/mfa/recovery-codes", "createMfaRecoveryCodes", "Replace the recovery codes",
-        regenerate_recovery_codes, body=MFA_CODE_SCHEMA)
+        regenerate_recovery_codes, full, body=MFA_CODE_SCHEMA, errors=(404, 429))
     if api == "management":
         async def remove_identity_mfa(id: str) -> Response:
-            require_admin(controller)
             await mfa.remove_by_admin(id)
             return empty()
 
         add("DELETE", "/identities/{id}/mfa", "removeIdentityMfa", "Remove an identity's MFA enrolment",
-            remove_identity_mfa, admin=True)
+            remove_identity_mfa, Access.ADMIN)

@@ -9,7 +9,9 @@ body is a base definition with a ``discriminator`` plus one ``allOf`` definition
 Nothing here is hand-written per operation. Generic operations (``RouteInfo.kind`` set) derive their parameters,
 bodies and answers from the :class:`~controller.resources.spec.Resource`: request bodies are exactly
 :func:`controller.validation.request_schema`, so what we document is what we enforce. Custom operations describe
-themselves through the optional fields of :class:`~web.routes.RouteInfo`.
+themselves through the optional fields of :class:`~web.routes.RouteInfo`. Every operation documents the error
+answers it can give: 400 with parameters or a body, 401 with a session, 404 with a path id, 413 with a body, and
+what ``RouteInfo.errors`` and ``Resource.errors`` add; a 429 carries ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -43,10 +45,16 @@ _MODE_NAMES = {Mode.CREATE: "Create", Mode.UPDATE: "Update", Mode.PATCH: "Patch"
 _ACTION_MODES = {"create": Mode.CREATE, "update": Mode.UPDATE, "patch": Mode.PATCH}
 _ERRORS = {
     400: "The request is malformed or does not validate; the error's cause names the field",
-    401: "No valid session was supplied, or its identity may not perform this operation",
-    404: "No resource has the given id",
-    409: "The resource is still referenced by others and cannot be deleted",
+    401: "No valid session was supplied, its identity may not perform this operation, or the credentials were "
+         "refused",
+    404: "What the request names does not exist",
+    409: "The request conflicts with the current state of the resource or of the rows it relates to (the error "
+         "code says how)",
+    413: "The request body is larger than the controller accepts",
+    429: "Too many failed attempts, or too much work waiting: try again after the seconds Retry-After gives",
 }
+# The header every 429 answer carries.
+_RETRY_AFTER = {"Retry-After": {"type": "integer", "description": "Seconds to wait before trying again"}}
 _KEEP = frozenset({"format", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
                    "maxLength", "pattern", "minItems", "maxItems", "uniqueItems", "multipleOf", "default",
                    "description", "title", "readOnly", "example", "minProperties", "maxProperties"})
@@ -108,6 +116,9 @@ def swagger_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = value
     if nullable:
         out["x-nullable"] = True
+        if "enum" in out and None not in out["enum"]:
+            # Without null among its values an enum would forbid the null that x-nullable allows.
+            out["enum"] = [*out["enum"], None]
     return out
 
 
@@ -177,9 +188,13 @@ class _Builder:
         needs_session = info.admin or info.session or resource is not None
         op["security"] = [{"ztSession": []}] if needs_session else []
         responses: dict[str, Any] = op["responses"]
-        errors = [*op.pop("errors", ()), *([401] if needs_session else []), *([404] if "{" in info.path else [])]
+        # Every body is size-checked before anything else (web/app.py), so every operation with one can answer 413.
+        has_body = any(param["in"] == "body" for param in op.get("parameters", ()))
+        errors = [*op.pop("errors", ()), *info.errors, *([401] if needs_session else []),
+                  *([404] if "{" in info.path else []), *([413] if has_body else [])]
         for status in sorted(set(errors)):
-            responses[str(status)] = {"description": _ERRORS[status], "schema": _ref("apiErrorEnvelope")}
+            responses[str(status)] = {"description": _ERRORS[status], "schema": _ref("apiErrorEnvelope"),
+                                      **({"headers": dict(_RETRY_AFTER)} if status == 429 else {})}
         who = "an administrator" if info.admin else ("a session" if needs_session else "no session")
         return {"operationId": info.operation_id, "tags": [info.tag], **op,
                 "description": f"{op['summary']}. Needs {who}."}
@@ -198,15 +213,18 @@ class _Builder:
             mode = _ACTION_MODES[action]
             body = {"name": resource.body_name, "in": "body", "required": True,
                     "schema": _ref(self._body(resource, mode))}
+            # A secret in the body is hashed in a bounded queue, which refuses work beyond it with 429.
+            hashes = any(f.hashed_into for f in resource.all_fields())
+            errors = [400, *resource.errors.get(action, ()), *([429] if hashes else [])]
             if mode is Mode.CREATE:
-                return {"summary": f"Create a {one}", "parameters": [body], "errors": [400],
+                return {"summary": f"Create a {one}", "parameters": [body], "errors": errors,
                         "responses": {"201": self._answer(f"The created {one}", self._detail_envelope(resource))}}
             summary = (f"Replace every writable field of a {one}" if mode is Mode.UPDATE
                        else f"Change the given fields of a {one}, leaving the others alone")
-            return {"summary": summary, "parameters": [body], "errors": [400],
+            return {"summary": summary, "parameters": [body], "errors": errors,
                     "responses": {"200": self._answer("The change is stored", "empty")}}
         if action == "delete":
-            return {"summary": f"Delete a {one}", "errors": [409],
+            return {"summary": f"Delete a {one}", "errors": [409, *resource.errors.get(action, ())],
                     "responses": {"200": self._answer(f"The {one} is gone", "empty")}}
         target = self.registry.resources.get(info.target) if info.target else None
         if action == "association" and target is not None:
@@ -227,10 +245,11 @@ class _Builder:
         params: list[dict[str, Any]] = []
         if info.paged:
             params.extend(_list_params(False))
-        for name, schema in info.query.items():
-            spec = {k: v for k, v in schema.items() if k != "required"}
-            params.append({**_query(name, swagger_schema(spec), f"The {_words(name)}"),
-                           "required": bool(schema.get("required", False))})
+        for where, declared in (("query", info.query), ("header", info.headers)):
+            for name, schema in declared.items():
+                spec = {k: v for k, v in schema.items() if k != "required"}
+                params.append({**_query(name, swagger_schema(spec), f"The {_words(name)}", where=where),
+                               "required": bool(schema.get("required", False))})
         if info.body is not None:
             params.append({"name": "body", "in": "body", "required": True, "schema": swagger_schema(info.body)})
         data = swagger_schema(info.data) if info.data is not None else {}
@@ -239,8 +258,12 @@ class _Builder:
         op: dict[str, Any] = {"summary": info.summary or _words(info.operation_id).capitalize(),
                               "parameters": params, "errors": [400] if params else [],
                               "responses": {str(info.status): {"description": "Success", "schema": schema}}}
+        if info.consumes != "application/json":
+            op["consumes"] = [kind.strip() for kind in info.consumes.split(",")]
         if info.produces != "application/json":
-            op["produces"] = [kind.strip() for kind in info.produces.split(",")]
+            # Error answers are JSON envelopes whatever a success carries (web/errors.py).
+            media_types = [kind.strip() for kind in info.produces.split(",")]
+            op["produces"] = [*media_types, *(["application/json"] if "application/json" not in media_types else [])]
         return op
 
     # Definitions --------------------------------------------------------------------------------------------------
@@ -261,7 +284,8 @@ class _Builder:
         return self._envelope(f"detail{_pascal(resource.singular)}Envelope", _ref(self._detail(resource)))
 
     def _detail(self, resource: Resource) -> str:
-        """The stored fields of a row as answers carry them (computed fields are allowed beside them)."""
+        """The stored fields of a row as answers carry them, and the fields its presentation adds or replaces
+        (other computed fields are allowed beside them)."""
         name = f"{resource.singular}Detail"
         if name not in self.definitions:
             properties: dict[str, Any] = {"_links": _ref("links")}
@@ -269,11 +293,14 @@ class _Builder:
                 if not f.stored or f.name.startswith("_"):
                     continue
                 schema = swagger_schema(f.schema)
-                if f.nullable:
+                # A field whose default is null is null until something sets it.
+                nullable = f.nullable or f.default is None
+                if nullable:
                     schema["x-nullable"] = True
                 properties[f.name] = schema
                 if f.ref_name:
-                    properties[f.ref_name] = _ref("entityRef")
+                    properties[f.ref_name] = {**_ref("entityRef"), **({"x-nullable": True} if nullable else {})}
+            properties.update({key: swagger_schema(schema) for key, schema in resource.presented.items()})
             self.definitions[name] = {"type": "object", "required": ["id", "createdAt", "updatedAt", "_links"],
                                       "properties": properties}
         return name
@@ -285,7 +312,7 @@ class _Builder:
             return name
         base = request_schema(resource, mode, None)
         if resource.variants is None:
-            self.definitions[name] = swagger_schema(base)
+            self.definitions[name] = _stored_key_rules(resource, swagger_schema(base))
             return name
         discriminator = resource.variants.discriminator
         values = [v.value for v in resource.variants.variants]
@@ -300,29 +327,53 @@ class _Builder:
                 part["required"] = own_required
             self.definitions[f"{resource.singular}{_pascal(variant.value)}{_MODE_NAMES[mode]}"] = {
                 "allOf": [_ref(name), swagger_schema(part)], "x-class": variant.value}
-        properties = {discriminator: {"type": "string", "enum": values}, **base["properties"]}
-        self.definitions[name] = {**swagger_schema({"type": "object", "properties": properties,
-                                                    "required": sorted(required)}),
+        selector: dict[str, Any] = {"type": "string", "enum": values}
+        if mode is Mode.UPDATE:
+            # A PUT without the discriminator, or with null, keeps the stored one (controller.domain.Domain.replace).
+            selector = {"anyOf": [selector, {"type": "null"}]}
+        properties = {discriminator: selector, **base["properties"]}
+        self.definitions[name] = {**_stored_key_rules(resource, swagger_schema(
+            {"type": "object", "properties": properties, "required": sorted(required)})),
                                   "discriminator": discriminator}
         return name
 
 
-def _query(name: str, schema: Mapping[str, Any], description: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "description": description, **schema}
+def _stored_key_rules(resource: Resource, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (a rendered request body) with what the write path refuses beyond the schema it validates with and
+    a Swagger 2.0 schema can state: a required unique value (a name) is a storage key, so never empty, and each
+    role selector names an attribute (``#attr``) or a row (``@id``)."""
+    for key, prop in body.get("properties", {}).items():
+        f = resource.field(key)
+        if f is None:
+            continue
+        if f.unique and Mode.CREATE in f.required and prop.get("type") == "string":
+            prop.setdefault("minLength", 1)
+        if f.roles and prop.get("type") == "array" and isinstance(prop.get("items"), dict):
+            prop["items"] = {**prop["items"], "pattern": "^[#@]."}
+    return body
+
+
+def _query(name: str, schema: Mapping[str, Any], description: str, *, where: str = "query") -> dict[str, Any]:
+    """A non-body parameter: in the query string unless ``where`` says ``header``."""
+    return {"name": name, "in": where, "description": description, **schema}
 
 
 def _list_params(role_filter: bool) -> list[dict[str, Any]]:
+    # An empty value is the parameter's absence (as the reference treats it); each may be given once.
+    empty_is_absent = {"allowEmptyValue": True}
     params = [
-        _query("limit", {"type": "integer"}, "Page size: 10 when absent, at most 500, -1 for every row"),
-        _query("offset", {"type": "integer"}, "Rows to skip before the page starts"),
-        _query("filter", {"type": "string"}, "A ZitiQL filter, optionally with sort by, skip and limit clauses"),
-        _query("sort", {"type": "string"}, "Sort fields, each optionally followed by asc or desc"),
+        _query("limit", {"type": "integer", **empty_is_absent},
+               "Page size: 10 when absent, at most 500, -1 for every row"),
+        _query("offset", {"type": "integer", **empty_is_absent}, "Rows to skip before the page starts"),
+        _query("filter", {"type": "string", **empty_is_absent},
+               "A ZitiQL filter, optionally with sort by, skip and limit clauses"),
+        _query("sort", {"type": "string", **empty_is_absent}, "Sort fields, each optionally followed by asc or desc"),
     ]
     if role_filter:
-        params.append(_query("roleFilter", {"type": "array", "items": {"type": "string"},
+        params.append(_query("roleFilter", {"type": "array", "items": {"type": "string", "pattern": "^[#@]"},
                                             "collectionFormat": "multi"},
                              "Role selectors (#attribute, @id, #all) the rows must match"))
-        params.append(_query("roleSemantic", {"type": "string", "enum": ["AllOf", "AnyOf"]},
+        params.append(_query("roleSemantic", {"type": "string", "enum": ["AllOf", "AnyOf"], **empty_is_absent},
                              "Whether a row must match all role selectors or any of them"))
     return params
 

@@ -3,21 +3,22 @@ services and edge routers an identity can reach, identities that can reach a ser
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from quart import Blueprint, Response, request
 
+from controller.authentication import API_SESSIONS
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause, not_found
 from controller.policies import reachable
 from controller.posture.access import service_permissions_map
-from controller.posture.machine import IdentityState
+from controller.posture.machine import IdentityState, SessionPosture
 from controller.present import entity_ref
 from controller.resources.context import ReadContext
 from controller.root import Controller
 from web.envelope import ok
-from web.guards import require_admin, require_session
+from web.guards import Access, current_session
 from web.request import list_params
 from web.routes import RouteInfo, Routes
 
@@ -28,13 +29,27 @@ def _time(value: float | None) -> str | None:
     return format_time(value) if value is not None else None
 
 
-def posture_data_view(state: IdentityState) -> dict[str, Any]:
-    """``GET /identities/{id}/posture-data``: identity-wide records plus per-API-session MFA and endpoint state."""
+def _api_session_entry(row: Mapping[str, Any], session: SessionPosture | None) -> dict[str, Any]:
+    """One API session's part of the posture data: its MFA and endpoint state, and the SDK it logged in with."""
+    session_id = str(row["id"])
+    mfa = (session or SessionPosture()).mfa
+    return {
+        # passedOnWake/passedOnUnlock belong to a check, not to a session: null, as in the reference.
+        "mfa": {"apiSessionId": session_id, "passedMfa": mfa.passed_mfa_at is not None,
+                "passedAt": _time(mfa.passed_mfa_at), "passedOnWake": None, "passedOnUnlock": None},
+        "endpointState": {"wokenAt": _time(mfa.woken_at), "unlockedAt": _time(mfa.unlocked_at)},
+        "sdkInfo": dict(row.get("sdkInfo") or {}),
+    }
+
+
+def posture_data_view(state: IdentityState, api_sessions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``GET /identities/{id}/posture-data``: identity-wide records plus, for each of the identity's live API
+    sessions (``api_sessions``, their rows), its MFA and endpoint state."""
     posture = state.posture
     os, mac, domain = posture.os, posture.mac, posture.domain
     return {
         "os": {"postureCheckId": os.posture_check_id if os else "", "timedOut": False,
-               "lastUpdatedAt": _time(os.last_updated_at) if os else None, "type": os.type.lower() if os else None,
+               "lastUpdatedAt": _time(os.last_updated_at) if os else None, "type": os.type if os else None,
                "version": os.version if os else None, "build": os.build if os else None},
         "mac": {"postureCheckId": mac.posture_check_id if mac else "", "timedOut": False,
                 "lastUpdatedAt": _time(mac.last_updated_at) if mac else None,
@@ -46,16 +61,8 @@ def posture_data_view(state: IdentityState) -> dict[str, Any]:
                        "isRunning": p.is_running, "binaryHash": p.hash,
                        "signerFingerprints": list(p.signer_fingerprints)}
                       for check_id, p in posture.processes.items()],
-        "apiSessionPostureData": {
-            session_id: {
-                # passedOnWake/passedOnUnlock belong to a check, not to a session: null, as in the reference.
-                "mfa": {"apiSessionId": session_id, "passedMfa": s.mfa.passed_mfa_at is not None,
-                        "passedAt": _time(s.mfa.passed_mfa_at), "passedOnWake": None, "passedOnUnlock": None},
-                "endpointState": {"wokenAt": _time(s.mfa.woken_at), "unlockedAt": _time(s.mfa.unlocked_at)},
-                "sdkInfo": dict(s.sdk_info),
-            }
-            for session_id, s in state.sessions.items()
-        },
+        "apiSessionPostureData": {str(row["id"]): _api_session_entry(row, state.sessions.get(str(row["id"])))
+                                  for row in api_sessions},
     }
 
 
@@ -89,7 +96,8 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     def add(path: str, operation_id: str, tag: str, handler: Any) -> None:
         # The related-entity lists take the list parameters; the posture views answer one object or a fixed list.
         paged = operation_id.startswith("list")
-        routes.add(bp, RouteInfo("management", "GET", path, operation_id, tag, admin=True, paged=paged), handler)
+        routes.add(bp, RouteInfo("management", "GET", path, operation_id, tag, access=Access.ADMIN, paged=paged),
+                   handler)
 
     def parent(kind: str, row_id: str) -> dict[str, Any]:
         with domain.read() as ctx:
@@ -100,7 +108,6 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
 
     def related(kind: str, target: str, resolve: Callable[[ReadContext, dict[str, Any]], Iterable[str]]) -> Any:
         async def handler(id: str) -> Response:
-            require_admin(controller)
             row = parent(kind, id)
             with domain.read() as ctx:
                 ids = set(resolve(ctx, row))
@@ -109,12 +116,13 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         return handler
 
     async def posture_data(id: str) -> Response:
-        require_admin(controller)
         parent("identities", id)
-        return ok(posture_data_view(await engine.state(id)))
+        state = await engine.state(id)
+        with domain.read() as ctx:
+            api_sessions = ctx.txn.get_many(API_SESSIONS, ctx.txn.ids_by_ref(API_SESSIONS, "identityId", id))
+        return ok(posture_data_view(state, api_sessions))
 
     async def failed_requests(id: str) -> Response:
-        require_admin(controller)
         parent("identities", id)
         state = await engine.state(id)
         return ok([dict(f) for f in state.failures])
@@ -125,7 +133,6 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
                 if wanted is None or wanted in types}
 
     async def policy_advice(id: str, serviceId: str) -> Response:
-        require_admin(controller)
         identity = parent("identities", id)
         service = parent("services", serviceId)
         with domain.read() as ctx:
@@ -143,7 +150,6 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
             })
 
     async def route_path(id: str) -> Response:
-        require_admin(controller)
         parent("sessions", id)
         # The route path lists the routers of the session's live circuit. No router connects to this controller
         # yet, so no session has a circuit: the path is empty (never null).
@@ -177,7 +183,7 @@ def register_client(bp: Blueprint, routes: Routes, controller: Controller) -> No
     domain = controller.domain
 
     async def current_identity_routers() -> Response:
-        session = require_session(controller)
+        session = current_session()
         with domain.read() as ctx:
             identity = ctx.txn.get("identities", session.identity_id)
             ids = reachable(ctx, "edge-router-policies", "identities", identity, "edge-routers") if identity else set()
@@ -185,4 +191,4 @@ def register_client(bp: Blueprint, routes: Routes, controller: Controller) -> No
         return ok([_client_router(item) for item in items], meta)
 
     routes.add(bp, RouteInfo("client", "GET", "/current-identity/edge-routers", "getCurrentIdentityEdgeRouters",
-                             "Current Identity", admin=False), current_identity_routers)
+                             "Current Identity", access=Access.SESSION, paged=True), current_identity_routers)

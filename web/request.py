@@ -40,9 +40,23 @@ async def read_json(name: str = "") -> Any:
                        nested_cause(f'parsing {what} from "" failed, because {exc}')) from None
 
 
+# Each list parameter that takes one value, and the error a second value of it gets.
+_SINGLE_VALUED = {"limit": "INVALID_PAGINATION", "offset": "INVALID_PAGINATION", "filter": "INVALID_FILTER",
+                  "sort": "INVALID_SORT_IDENTIFIER", "roleSemantic": "COULD_NOT_VALIDATE"}
+
+
 def list_params(role_filter: bool) -> ListParams:
-    """The list query parameters of the current request (roleFilter only where the operation takes it)."""
+    """The list query parameters of the current request (roleFilter only where the operation takes it).
+
+    Raises:
+        ApiError: 400 when a parameter that takes one value is given more than once (which one would count is
+            anybody's guess), with the code that parameter's other errors have.
+    """
     args = request.args
+    for name, code in _SINGLE_VALUED.items():
+        values = args.getlist(name)
+        if len(values) > 1 and (role_filter or name != "roleSemantic"):
+            raise ApiError(code, field_cause(name, f"{name} may be given once", values))
     return ListParams(
         filter=args.get("filter"),
         sort=args.get("sort"),

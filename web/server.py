@@ -5,19 +5,28 @@ reported through ``task_status``, the shutdown trigger, in-flight requests given
 finish), except that:
 
 * TLS listeners use :func:`tls_context`: hypercorn's TLS settings, plus a client certificate requested (optional)
-  and verified against the CAs of a :class:`~controller.authentication.trust.ClientTrust`; ``config.ca_certs``,
+  and verified against the CAs of a :class:`~controller.authentication.tls_contexts.TlsContexts`; ``config.ca_certs``,
   ``verify_mode`` and ``verify_flags`` are not used.
 * Each accepted TLS connection is handshaken here first; what the handshake established is recorded in
   :data:`web.client_certs.PEER_CONNECTIONS` for as long as the connection stays open, where
   :class:`web.client_certs.TlsExtension` finds it for each request.
 * The listening sockets close as soon as shutdown begins, so new clients are refused during the grace period.
+* At most ``max_connections`` connections are served at once: one more is closed as soon as it is accepted (a
+  flood of idle connections cannot exhaust the process's descriptors or memory).
+* Every ASGI ``send`` of the app runs shielded from the app's cancellation. Hypercorn ends or recycles a connection
+  inside the send that completes a response, so an app that cancels its own tasks right after that send (quart-trio
+  does, once its message reader sees ``http.disconnect``) could interrupt that bookkeeping half-way: a response given
+  before the request body was read then left the connection open, unrecycled, and the client's next request on it
+  waited forever. Hypercorn already shields its socket writes, so the shield holds nothing up that was cancellable.
+* A connection ends as soon as its reading does (the client closed it): hypercorn would keep its keep-alive timer
+  running, and the connection with its place among ``max_connections``, until the timer ran out.
 
 It relies on these parts of hypercorn 0.18 (pinned in pyproject.toml for that reason), beyond ``Config``:
 ``trio.tcp_server.TCPServer`` (one connection; a stream whose handshake is done is fine, since Trio's
-``do_handshake`` returns at once the second time), ``trio.lifespan.Lifespan``, ``trio.worker_context.WorkerContext``,
-``utils.wrap_app``, ``utils.raise_shutdown`` with ``utils.ShutdownError``, and ``utils.parse_socket_addr``, which
-makes the addresses hypercorn puts in ``scope["server"]`` and ``scope["client"]``. QUIC (``config.quic_bind``),
-worker recycling (``config.max_requests``) and statsd metrics are not offered.
+``do_handshake`` returns at once the second time; its ``_read_data`` and ``idle_task``), ``trio.lifespan.Lifespan``,
+``trio.worker_context.WorkerContext``, ``utils.wrap_app``, ``utils.raise_shutdown`` with ``utils.ShutdownError``, and
+``utils.parse_socket_addr``, which makes the addresses hypercorn puts in ``scope["server"]`` and ``scope["client"]``.
+QUIC (``config.quic_bind``), worker recycling (``config.max_requests``) and statsd metrics are not offered.
 """
 
 from __future__ import annotations
@@ -27,18 +36,26 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import trio
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from hypercorn.config import Config
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import AppWrapper, ConnectionState, Framework
+from hypercorn.typing import (
+    AppWrapper,
+    ASGIFramework,
+    ASGIReceiveCallable,
+    ASGISendCallable,
+    ASGISendEvent,
+    ConnectionState,
+    Framework,
+    Scope,
+)
 from hypercorn.utils import ShutdownError, parse_socket_addr, raise_shutdown, repr_socket_addr, wrap_app
 
-from controller.authentication.trust import ClientTrust
+from controller.authentication.tls_contexts import TlsContexts
 from web.client_certs import PEER_CONNECTIONS, TlsConnection
 
 __all__ = ["serve", "tls_context"]
@@ -52,7 +69,7 @@ _Stream = trio.SSLStream[trio.SocketStream] | trio.SocketStream
 _Listener = trio.SSLListener[trio.SocketStream] | trio.SocketListener
 
 
-def tls_context(config: Config, trust: ClientTrust) -> ssl.SSLContext:
+def tls_context(config: Config, trust: TlsContexts) -> ssl.SSLContext:
     """The server-side TLS context for ``config``'s certificate and key, trusting ``trust``'s CAs for clients.
 
     As hypercorn's: TLS 1.2 or later, ``config.ciphers``, ``config.alpn_protocols``, no compression. Added: a
@@ -78,7 +95,7 @@ def tls_context(config: Config, trust: ClientTrust) -> ssl.SSLContext:
     return context
 
 
-async def serve(app: Framework, config: Config, *, trust: ClientTrust,
+async def serve(app: Framework, config: Config, *, trust: TlsContexts, max_connections: int = 1000,
                 shutdown_trigger: Callable[..., Awaitable[None]] | None = None,
                 task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve the ASGI ``app`` on ``config``'s binds until ``shutdown_trigger`` returns (or forever without one).
@@ -94,7 +111,7 @@ async def serve(app: Framework, config: Config, *, trust: ClientTrust,
     """
     if config.quic_bind or config.max_requests is not None:
         raise ValueError("QUIC binds and max_requests are not supported")
-    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")
+    wrapped = wrap_app(_shielded_sends(cast(ASGIFramework, app)), config.wsgi_max_body_size, "asgi")
     lifespan_state: dict[str, object] = {}
     lifespan = Lifespan(wrapped, config, lifespan_state)
     context = WorkerContext(None)
@@ -104,7 +121,8 @@ async def serve(app: Framework, config: Config, *, trust: ClientTrust,
         async with trio.open_nursery() as connections:
             tls = _ServerTls.of(config, trust) if config.ssl_enabled else None
             listeners, urls = await _listen(config, tls)
-            handler = partial(_handle, wrapped, config, context, ConnectionState(lifespan_state.copy()), tls)
+            handler = partial(_admitted, _Admission(max_connections), wrapped, config, context,
+                              ConnectionState(lifespan_state.copy()), tls)
             task_status.started(urls)
             try:
                 async with trio.open_nursery(strict_exception_groups=True) as running:
@@ -128,27 +146,50 @@ async def serve(app: Framework, config: Config, *, trust: ClientTrust,
         lifespan_nursery.cancel_scope.cancel()
 
 
+def _shielded_sends(app: ASGIFramework) -> ASGIFramework:
+    """``app`` with every call of its ASGI ``send`` shielded from cancellation (see the module docstring: hypercorn
+    finishes, recycles or closes the connection inside the send that ends a response, and that must not stop
+    half-way)."""
+    async def shielded_app(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        async def shielded_send(message: ASGISendEvent) -> None:
+            with trio.CancelScope(shield=True):
+                await send(message)
+
+        await app(scope, receive, shielded_send)
+
+    return shielded_app
+
+
+class _Connection(TCPServer):
+    """Hypercorn's connection, which ends once it reads no more (see the module docstring)."""
+
+    async def _read_data(self) -> None:
+        await super()._read_data()
+        # The keep-alive timer is the last task of the connection's task group once the reading is over.
+        await self.idle_task.stop()
+
+
 @dataclass(frozen=True)
 class _ServerTls:
     """The TLS side of the listeners: their context, and what every connection's TLS extension repeats."""
 
     context: ssl.SSLContext
-    server_cert: str
+    trust: TlsContexts  # it knows the server certificate presented now (renewed at run time)
     cipher_suites: Mapping[str, int]  # IANA number by OpenSSL name
 
     @classmethod
-    def of(cls, config: Config, trust: ClientTrust) -> _ServerTls:
+    def of(cls, config: Config, trust: TlsContexts) -> _ServerTls:
         context = tls_context(config, trust)
-        leaf = x509.load_pem_x509_certificates(Path(str(config.certfile)).read_bytes())[0]
+        trust.load_server_certificate(Path(str(config.certfile)), Path(str(config.keyfile)))
         # OpenSSL's cipher id carries the suite's IANA number in its low 16 bits.
         suites = {suite["name"]: suite["id"] & 0xFFFF for suite in context.get_ciphers()}
-        return cls(context, leaf.public_bytes(serialization.Encoding.PEM).decode("ascii"), suites)
+        return cls(context, trust, suites)
 
     def describe(self, stream: trio.SSLStream[trio.SocketStream]) -> TlsConnection:
         """What the completed handshake on ``stream`` established."""
         cipher = stream.cipher()
         return TlsConnection.from_handshake(
-            stream.getpeercert(binary_form=True), server_cert=self.server_cert,
+            stream.getpeercert(binary_form=True), server_cert=self.trust.server_certificate or "",
             tls_version=_TLS_VERSIONS.get(stream.version()),
             cipher_suite=None if cipher is None else self.cipher_suites.get(cipher[0]))
 
@@ -171,11 +212,34 @@ async def _listen(config: Config, tls: _ServerTls | None) -> tuple[list[_Listene
     return listeners, urls
 
 
+@dataclass
+class _Admission:
+    """How many connections are being served, and how many may be."""
+
+    limit: int
+    open: int = 0
+    refused: int = 0
+
+
+async def _admitted(admission: _Admission, app: AppWrapper, config: Config, context: WorkerContext,
+                    state: ConnectionState, tls: _ServerTls | None, stream: _Stream) -> None:
+    """Serve a connection if fewer than the limit are open; otherwise close it at once."""
+    if admission.open >= admission.limit:
+        admission.refused += 1
+        await trio.aclose_forcefully(stream)
+        return
+    admission.open += 1
+    try:
+        await _handle(app, config, context, state, tls, stream)
+    finally:
+        admission.open -= 1
+
+
 async def _handle(app: AppWrapper, config: Config, context: WorkerContext, state: ConnectionState,
                   tls: _ServerTls | None, stream: _Stream) -> None:
     """Serve one accepted connection; a TLS one is recorded in ``PEER_CONNECTIONS`` while hypercorn serves it."""
     if tls is None or not isinstance(stream, trio.SSLStream):
-        await TCPServer(app, config, context, state, stream).run()  # type: ignore[arg-type]  # plain streams too
+        await _Connection(app, config, context, state, stream).run()  # type: ignore[arg-type]  # plain streams too
         return
     sock = stream.transport_stream.socket
     try:
@@ -192,10 +256,10 @@ async def _handle(app: AppWrapper, config: Config, context: WorkerContext, state
         await trio.aclose_forcefully(stream)
         return
     if server is None or client is None:  # not an IP socket: no scope address to find the connection by
-        await TCPServer(app, config, context, state, stream).run()
+        await _Connection(app, config, context, state, stream).run()
         return
     PEER_CONNECTIONS.record(server, client, connection)
     try:
-        await TCPServer(app, config, context, state, stream).run()
+        await _Connection(app, config, context, state, stream).run()
     finally:
         PEER_CONNECTIONS.forget(server, client, connection)

@@ -22,7 +22,7 @@ from controller.resources.session_certificates import CREATE_SCHEMA, KIND, PATH
 from controller.root import Controller
 from controller.validation import SchemaCheck
 from web.envelope import created, empty, ok
-from web.guards import require_session
+from web.guards import Access, current_session
 from web.request import list_params, read_json
 from web.routes import RouteInfo, Routes
 
@@ -66,27 +66,27 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
     resource = controller.registry[KIND]
 
     def add(method: str, path: str, operation_id: str, summary: str, handler: Any, **doc: Any) -> None:
-        routes.add(bp, RouteInfo(api, method, path, operation_id, "Current API Session", admin=False,
+        routes.add(bp, RouteInfo(api, method, path, operation_id, "Current API Session", access=Access.SESSION,
                                  summary=summary, **doc), handler)
 
     async def list_certificates() -> Response:
-        session = require_session(controller)
+        session = current_session()
         with domain.read() as ctx:
             ids = session_certificate_ids(ctx, session.id)
         items, meta = domain.list_page(KIND, list_params(False), ids)
         return ok(items, meta)
 
     async def create_certificate() -> Response:
-        session = require_session(controller)
+        session = current_session()
         return created(await create_session_certificate(controller, session, await _csr_from_body()))
 
     async def detail_certificate(id: str) -> Response:
-        session = require_session(controller)
+        session = current_session()
         with domain.read() as ctx:
             return ok(present(ctx, resource, owned_certificate(ctx, session.id, id)))
 
     async def delete_certificate(id: str) -> Response:
-        session = require_session(controller)
+        session = current_session()
         await delete_session_certificate(controller, session, id)
         return empty()
 

@@ -5,19 +5,21 @@ The rest of the controller and the web layer import what they need from here; th
 * ``api_sessions``: live API sessions by token, sliding expiry, logout;
 * ``session_start``: the common end of every login (auth policy, MFA requirement, the session row);
 * ``login``: the one entry of every login method;
-* ``password_hashing`` and ``password_login``: scrypt hashes of updb passwords, and login by password;
+* ``password_hashing``, ``hashing`` and ``password_login``: scrypt hashes of updb passwords, the bounded work of
+  making and checking them, and login by password;
 * ``certificate_login`` and ``external_id``: login by client certificate, and a CA's external-id claim;
 * ``ext_jwt_login``: login by an external identity provider's JWT, and that JWT as a second factor;
 * ``enrollment``, ``router_enrollment``, ``ca_enrollment`` and ``enrollment_admin``: enrolment by identities,
   routers and third-party CAs' certificates, and the enrollments admins make;
 * ``own_authenticators`` and ``session_certificates``: an identity's own password change and certificate
   extension, and the certificates of an API session;
-* ``lockout`` and ``disable``: consecutive wrong passwords, and an identity's disabled window;
+* ``lockout``, ``throttle`` and ``disable``: consecutive wrong passwords, throttles on guessing passwords and MFA
+  codes, and an identity's disabled window;
 * ``mfa``: TOTP enrolment, verification and recovery codes;
 * ``pki`` and ``server_names``: the controller's CA and TLS server certificate;
 * ``csr``, ``issuing`` and ``signing``: certificates signed for CSRs, and JWTs signed with the server key;
-* ``trust`` and ``client_certificates``: which CAs TLS accepts client certificates from, and which CA vouches
-  for one;
+* ``tls_contexts`` and ``client_certificates``: the live TLS contexts (the CAs they accept client certificates
+  from, the server certificate they present), and which CA vouches for a client certificate;
 * ``enrollment_jwt``: the JWTs clients enrol with;
 * ``jwks`` and ``external_jwt``: verifying JWTs of external identity providers.
 """
@@ -25,7 +27,8 @@ The rest of the controller and the web layer import what they need from here; th
 from controller.authentication.api_sessions import KIND as API_SESSIONS
 from controller.authentication.api_sessions import ApiSessions, ApiSessionsStatistics, LiveSession
 from controller.authentication.disable import DISABLE_SCHEMA, disable_identity, enable_identity
-from controller.authentication.enrollment_jwt import EnrollmentJwts
+from controller.authentication.enrollment_jwt import EnrollmentJwts, load_token_key
+from controller.authentication.hashing import PasswordHashing
 from controller.authentication.issuing import Issuer
 from controller.authentication.jwks import JwksCache
 from controller.authentication.login import Credentials, login
@@ -34,7 +37,8 @@ from controller.authentication.password_hashing import hash_password
 from controller.authentication.password_login import login_password
 from controller.authentication.pki import Pki, PkiError, cacerts_pkcs7_b64, ensure_pki
 from controller.authentication.signing import TokenSigner
-from controller.authentication.trust import ClientTrust
+from controller.authentication.throttle import GuessThrottles
+from controller.authentication.tls_contexts import TlsContexts
 
 __all__ = [
     "API_SESSIONS",
@@ -43,21 +47,24 @@ __all__ = [
     "MFA_CODE_SCHEMA",
     "ApiSessions",
     "ApiSessionsStatistics",
-    "ClientTrust",
     "Credentials",
     "EnrollmentJwts",
+    "GuessThrottles",
     "Issuer",
     "JwksCache",
     "LiveSession",
     "MfaService",
+    "PasswordHashing",
     "Pki",
     "PkiError",
+    "TlsContexts",
     "TokenSigner",
     "cacerts_pkcs7_b64",
     "disable_identity",
     "enable_identity",
     "ensure_pki",
     "hash_password",
+    "load_token_key",
     "login",
     "login_password",
 ]

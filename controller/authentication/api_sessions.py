@@ -1,21 +1,26 @@
 """API sessions: token lookup with sliding expiry, logout, and expiry at the exact instant.
 
-Live sessions are held in memory by token (a request's authentication is a dict lookup) and persisted as rows of
-``api-sessions``. Expiry needs no sweep: one service task keeps a heap of candidate expiry deadlines and sleeps on a
-cancel scope's deadline until the earliest; when it wakes it either ends the session or, if the session was used
-since, re-arms at its new deadline and persists the new ``lastActivityAt``.
+Live sessions are held in memory by the SHA-256 of their token (a request's authentication is a hash and a dict
+lookup) and persisted as rows of ``api-sessions``, which hold that digest, never the token: a copy of the store lets
+nobody in. The token itself is known only to its client, which is given it once, at login. Expiry needs no sweep:
+one service task keeps a heap of candidate expiry deadlines and sleeps on a cancel scope's deadline until the
+earliest; when it wakes it either ends the session or, if the session was used since, re-arms at its new deadline
+and persists the new ``lastActivityAt``.
 
-Deadlines are kept in Trio time, not wall-clock time: a session used at Trio time ``t`` ends at exactly
-``t + timeout``, with no rounding through the wall clock (so tests on a virtual clock can assert the instant).
-Wall-clock values (``lastActivityAt``, ``expiresAt``) are derived for display and persistence.
+Deadlines are kept in Trio time, not wall-clock time: a session used at Trio time ``t`` ends at exactly ``t +
+timeout``, with no rounding through the wall clock (so tests on a virtual clock can assert the instant). Wall-clock
+values (``lastActivityAt``, ``expiresAt``) are derived for display and persistence.
 
 A session is partially authenticated while it owes a second factor: its MFA code, or a JWT from the external JWT
 signer its auth policy requires (``controller/authentication/ext_jwt_login.py``). The signer owed and the instant
-until which a JWT satisfied it are kept on the row under internal keys (never shown), so a restart keeps them.
+until which a JWT satisfied it are kept on the row under internal keys (never shown), so a restart keeps them. A
+partial session lives at most :data:`PARTIAL_SECONDS` from its login and its use does not extend that: tries at a
+second factor cannot keep it alive; once the factor is given, it slides like any other.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import math
 import uuid
@@ -26,7 +31,6 @@ from typing import Any
 import trio
 from cryptography import x509
 
-from controller.authentication import password_hashing as passwords
 from controller.authentication.lockout import FailedLogins
 from controller.authentication.session_certificates import record_session_certificate
 from controller.clock import format_time, parse_time
@@ -36,27 +40,39 @@ from controller.resources.context import WriteContext
 from controller.resources.identities import identity_disabled
 from controller.write_path import create_row, delete_row
 
-__all__ = ["KIND", "ApiSessions", "ApiSessionsStatistics", "LiveSession"]
+__all__ = ["KIND", "PARTIAL_SECONDS", "TOKEN_DIGEST", "ApiSessions", "ApiSessionsStatistics", "LiveSession",
+           "token_digest"]
+
+PARTIAL_SECONDS = 300.0
+"""How long a session owing its second factor lives, from its login."""
 
 KIND = "api-sessions"
+TOKEN_DIGEST = "_tokenSha256"
+"""The row key of the token's digest (internal: never shown)."""
 # Internal row keys (present() hides keys starting with "_"): the signer owed, and until when (wall-clock epoch
 # seconds) a JWT from it satisfies the factor.
 _EXT_JWT_SIGNER = "_extJwtSignerId"
 _EXT_JWT_UNTIL = "_extJwtUntil"
 
 
+def token_digest(token: str) -> str:
+    """Lower-case hex SHA-256 of a session token: what the store and the in-memory index keep of it."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 @dataclass(slots=True)
 class LiveSession:
     """The in-memory state of one API session.
 
-    ``last_activity`` is wall-clock epoch seconds (what ``lastActivityAt`` shows); ``deadline`` is the Trio time at
-    which the session ends unless it is used again. ``ext_jwt_signer_id`` names the external JWT signer the auth
-    policy required at login (None when it required none); ``ext_jwt_until`` is the Trio time until which a JWT
-    from it satisfies that factor (minus infinity until one is brought).
+    ``token_digest`` is :func:`token_digest` of the session's token. ``last_activity`` is wall-clock epoch seconds
+    (what ``lastActivityAt`` shows); ``deadline`` is the Trio time at which the session ends unless it is used
+    again. ``ext_jwt_signer_id`` names the external JWT signer the auth policy required at login (None when it
+    required none); ``ext_jwt_until`` is the Trio time until which a JWT from it satisfies that factor (minus
+    infinity until one is brought).
     """
 
     id: str
-    token: str
+    token_digest: str
     identity_id: str
     last_activity: float
     persisted_activity: float
@@ -77,6 +93,12 @@ class LiveSession:
         return self.ext_jwt_signer_id is not None and trio.current_time() >= self.ext_jwt_until
 
     @property
+    def never_complete(self) -> bool:
+        """Owing a second factor it has never given since its login (an external JWT that has merely expired was
+        given): such a session lives at most :data:`PARTIAL_SECONDS` from its login."""
+        return self.mfa_owed or (self.ext_jwt_signer_id is not None and self.ext_jwt_until == -math.inf)
+
+    @property
     def partial(self) -> bool:
         """Still owing a second factor (MFA, an external JWT, or both): only the MFA routes and the session's own
         detail and logout are open to it."""
@@ -89,17 +111,9 @@ class ApiSessionsStatistics:
 
     Attributes:
         live_sessions: sessions held in memory.
-        hashes_running: password verifications in progress now.
-        hashes_waiting: logins queued for a verification slot.
-        hashes_peak: the most verifications ever in progress at once (never above the limiter's bound).
-        max_concurrent_hashes: the bound.
     """
 
     live_sessions: int
-    hashes_running: int
-    hashes_waiting: int
-    hashes_peak: int
-    max_concurrent_hashes: int
 
 
 class ApiSessions:
@@ -108,36 +122,21 @@ class ApiSessions:
     Args:
         domain: the store facade.
         timeout: idle seconds after which a session ends.
-        hash_in_thread: verify passwords in worker threads (off on a virtual clock, where a thread hop lets
-            virtual time jump).
-        max_concurrent_hashes: bound on simultaneous password verifications, so a flood of logins cannot
-            exhaust CPU or memory (each scrypt verification holds 16 MiB).
     """
 
-    def __init__(self, domain: Domain, timeout: float, *, hash_in_thread: bool = True,
-                 max_concurrent_hashes: int = 2) -> None:
+    def __init__(self, domain: Domain, timeout: float) -> None:
         self.domain = domain
         self.timeout = timeout
-        self._hash_in_thread = hash_in_thread
-        self._hash_limiter = trio.CapacityLimiter(max_concurrent_hashes)
         # Consecutive wrong passwords per authenticator, for the auth policies' lockout (password_login.py).
         self.failed_logins = FailedLogins()
-        self._hashing = 0
-        self._hashing_peak = 0
         self._by_token: dict[str, LiveSession] = {}
         self._by_id: dict[str, LiveSession] = {}
         self._heap: list[tuple[float, str]] = []
         self._wake: trio.CancelScope | None = None
 
     def statistics(self) -> ApiSessionsStatistics:
-        """Counters for monitoring and tests (sessions held, password verifications running and queued)."""
-        return ApiSessionsStatistics(
-            live_sessions=len(self._by_id),
-            hashes_running=self._hashing,
-            hashes_waiting=self._hash_limiter.statistics().tasks_waiting,
-            hashes_peak=self._hashing_peak,
-            max_concurrent_hashes=int(self._hash_limiter.total_tokens),
-        )
+        """Counters for monitoring and tests."""
+        return ApiSessionsStatistics(live_sessions=len(self._by_id))
 
     # Restore and expiry ------------------------------------------------------------------------------------
 
@@ -146,16 +145,20 @@ class ApiSessions:
         with self.domain.store.read() as txn:
             for row in txn.scan(KIND):
                 last = parse_time(row["lastActivityAt"])
-                session = LiveSession(row["id"], row["token"], row["identityId"], last, last,
+                digest = row.get(TOKEN_DIGEST) or token_digest(str(row.get("token", "")))
+                session = LiveSession(row["id"], digest, row["identityId"], last, last,
                                       bool(row.get("isMfaRequired")), bool(row.get("isMfaComplete")))
-                session.deadline = self.domain.clock.to_trio(last) + self.timeout
                 session.ext_jwt_signer_id = row.get(_EXT_JWT_SIGNER)
                 if row.get(_EXT_JWT_UNTIL) is not None:
                     session.ext_jwt_until = self.domain.clock.to_trio(float(row[_EXT_JWT_UNTIL]))
+                # As while running: a session that never completed its login keeps the cap from its login (its
+                # last activity, which a partial session does not move); any other one idles out as usual.
+                lifetime = min(self.timeout, PARTIAL_SECONDS) if session.never_complete else self.timeout
+                session.deadline = self.domain.clock.to_trio(last) + lifetime
                 self._add(session)
 
     def _add(self, session: LiveSession) -> None:
-        self._by_token[session.token] = session
+        self._by_token[session.token_digest] = session
         self._by_id[session.id] = session
         self._arm(session.deadline, session.id)
 
@@ -167,7 +170,7 @@ class ApiSessions:
     def _pop(self, session_id: str) -> LiveSession | None:
         session = self._by_id.pop(session_id, None)
         if session is not None:
-            self._by_token.pop(session.token, None)
+            self._by_token.pop(session.token_digest, None)
         return session
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -219,28 +222,11 @@ class ApiSessions:
 
     # Login, lookup, logout ---------------------------------------------------------------------------------
 
-    async def verify_password(self, password: str, stored: str | None) -> bool:
-        """Constant-time verification with bounded concurrency; spends the same time for unknown users."""
-        def check() -> bool:
-            if stored is None:
-                passwords.dummy_verify(password)
-                return False
-            return passwords.verify_password(password, stored)
-
-        async with self._hash_limiter:
-            self._hashing += 1
-            self._hashing_peak = max(self._hashing_peak, self._hashing)
-            try:
-                if self._hash_in_thread:
-                    return await trio.to_thread.run_sync(check)
-                return check()
-            finally:
-                self._hashing -= 1
-
     async def create(self, identity_id: str, authenticator_id: str, ip: str, extra: Mapping[str, Any],
                      mfa_required: bool = False, ext_jwt_signer_id: str | None = None,
                      certificate: x509.Certificate | None = None) -> dict[str, Any]:
-        """Start a session for an authenticated identity; returns the stored row.
+        """Start a session for an authenticated identity; returns the stored row with ``token``, the session's
+        token, added (the one time it is known: the store keeps only its digest).
 
         Args:
             identity_id: the authenticated identity.
@@ -260,8 +246,10 @@ class ApiSessions:
         """
         token = str(uuid.uuid4())
         now = self.domain.clock.now()
-        deadline = trio.current_time() + self.timeout
-        body = {"token": token, "identityId": identity_id, "authenticatorId": authenticator_id,
+        partial = mfa_required or ext_jwt_signer_id is not None
+        deadline = trio.current_time() + (min(self.timeout, PARTIAL_SECONDS) if partial else self.timeout)
+        digest = token_digest(token)
+        body = {TOKEN_DIGEST: digest, "identityId": identity_id, "authenticatorId": authenticator_id,
                 "ipAddress": ip, "lastActivityAt": format_time(now), "isMfaRequired": mfa_required,
                 "isMfaComplete": False, **extra}
         resource = self.domain.registry[KIND]
@@ -279,24 +267,29 @@ class ApiSessions:
             return row
 
         row = await self.domain.write(write)
-        session = LiveSession(row["id"], token, identity_id, now, now, mfa_required, False, deadline,
+        session = LiveSession(row["id"], digest, identity_id, now, now, mfa_required, False, deadline,
                               ext_jwt_signer_id)
         self._add(session)
-        return row
+        return {**row, "token": token}
 
     def lookup(self, token: str | None) -> LiveSession | None:
         """The live session of a token, its idle time reset; None when unknown or expired."""
         if not token:
             return None
-        session = self._by_token.get(token)
+        session = self._by_token.get(token_digest(token))
         if session is None:
             return None
         now = trio.current_time()
         if session.deadline <= now:
             return None
+        if not session.partial:
+            self._slide(session, now)
+        return session
+
+    def _slide(self, session: LiveSession, now: float) -> None:
+        """The session was used at ``now`` (Trio time): it ends a timeout from now unless used again."""
         session.deadline = now + self.timeout
         session.last_activity = self.domain.clock.now()
-        return session
 
     def get(self, session_id: str) -> LiveSession | None:
         return self._by_id.get(session_id)
@@ -311,13 +304,6 @@ class ApiSessions:
     async def end(self, session_id: str) -> None:
         """End a session (logout, admin delete, expiry); a no-op when already gone."""
         await self._end_many([session_id])
-
-    async def end_for_identity(self, identity_id: str) -> None:
-        """End every session of an identity (disabled, or its password changed): those in memory and any row."""
-        ids = [s.id for s in self.sessions_of(identity_id)]
-        with self.domain.store.read() as txn:
-            ids += [i for i in txn.ids_by_ref(KIND, "identityId", identity_id) if i not in ids]
-        await self._end_many(ids)
 
     async def _end_many(self, session_ids: list[str]) -> None:
         if not session_ids:
@@ -358,6 +344,8 @@ class ApiSessions:
             session.mfa_required = flags["isMfaRequired"]
         if "isMfaComplete" in flags:
             session.mfa_complete = flags["isMfaComplete"]
+        if not session.partial:
+            self._slide(session, trio.current_time())
 
         def write(ctx: WriteContext) -> None:
             row = ctx.txn.get(KIND, session_id)
@@ -387,6 +375,8 @@ class ApiSessions:
         if trio_until <= session.ext_jwt_until:
             return
         session.ext_jwt_until = trio_until
+        if not session.partial:
+            self._slide(session, trio.current_time())
 
         def write(ctx: WriteContext) -> None:
             row = ctx.txn.get(KIND, session_id)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.authentication.api_sessions import KIND as API_SESSIONS
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause, not_found
 from controller.resources.context import WriteContext
 from controller.resources.identities import identity_disabled
 from controller.resources.spec import Mode
 from controller.validation import SchemaCheck
-from controller.write_path import put_row
+from controller.write_path import delete_row, put_row
 
 __all__ = ["DISABLE_SCHEMA", "disable", "disable_identity", "enable_identity"]
 
@@ -37,7 +38,8 @@ async def disable_identity(controller: Any, identity_id: str, body: Any) -> None
 
 
 async def disable(controller: Any, identity_id: str, minutes: int, *, lockout: bool = False) -> bool:
-    """Disable from now for ``minutes`` (0 or less: indefinitely) and end the identity's API sessions.
+    """Disable from now for ``minutes`` (0 or less: indefinitely) and end the identity's API sessions, in one
+    write: a crash can never leave a disabled identity with a session that works after the restart.
 
     A ``lockout`` (a login's wrong password, ``lockout.py``) decides on the row as it is when the write runs, and
     does nothing to an identity deleted since the login read it, to the default admin, or to one already disabled
@@ -59,11 +61,13 @@ async def disable(controller: Any, identity_id: str, minutes: int, *, lockout: b
         until = format_time(ctx.now + min(minutes, 10**9) * 60) if minutes > 0 else None
         row = {**old, "disabledAt": format_time(ctx.now), "disabledUntil": until, "updatedAt": format_time(ctx.now)}
         put_row(ctx, resource, row, old, Mode.PATCH)
+        sessions = ctx.registry[API_SESSIONS]
+        for session_id in ctx.txn.ids_by_ref(API_SESSIONS, "identityId", identity_id):
+            # Their tokens are refused once this commits: the controller forgets the deleted sessions then.
+            delete_row(ctx, sessions, session_id)
         return True
 
     disabled: bool = await controller.domain.write(write)
-    if disabled:
-        await controller.sessions.end_for_identity(identity_id)
     return disabled
 
 

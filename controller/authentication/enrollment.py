@@ -21,16 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import trio
 from cryptography import x509
 
 from controller.authentication.client_certificates import ca_certificate, within_validity
 from controller.authentication.csr import load_csr
 from controller.authentication.issuing import certificate_pem, fingerprint, issued_by
-from controller.authentication.password_hashing import hash_password
 from controller.clock import parse_time
 from controller.errors import ApiError, field_cause
 from controller.resources.context import WriteContext
+from controller.resources.enrollments import TOKEN_DIGEST
 from controller.write_path import create_row, delete_row
 
 __all__ = ["Enrolled", "EnrollmentRequest", "claim", "enroll", "issue_time", "refuse_certificate_in_use"]
@@ -74,16 +73,17 @@ def issue_time(controller: Any) -> dt.datetime:
     return dt.datetime.fromtimestamp(controller.clock.now(), dt.UTC)
 
 
-def claim(ctx: WriteContext, token: str, methods: tuple[str, ...]) -> dict[str, Any]:
-    """Inside the enrolment's write: the outstanding enrollment of ``token``, deleted (consumed).
+def claim(ctx: WriteContext, found: Mapping[str, Any], methods: tuple[str, ...]) -> dict[str, Any]:
+    """Inside the enrolment's write: the enrollment ``found`` by its token before the write, still outstanding
+    with the same token, deleted (consumed).
 
     Raises:
-        ApiError: 400 INVALID_ENROLLMENT_TOKEN when no enrollment of one of ``methods`` has the token (never had,
-            consumed meanwhile, or its subject deleted), 400 ENROLLMENT_EXPIRED when it has expired.
+        ApiError: 400 INVALID_ENROLLMENT_TOKEN when it is gone (consumed meanwhile, or its subject deleted), was
+            refreshed meanwhile (a new token) or is not of one of ``methods``; 400 ENROLLMENT_EXPIRED when it has
+            expired.
     """
-    enrollment_id = ctx.txn.by_unique("enrollments", "token", token)
-    row = ctx.txn.get("enrollments", enrollment_id) if enrollment_id else None
-    if row is None or row.get("method") not in methods:
+    row = ctx.txn.get("enrollments", found["id"])
+    if row is None or row.get(TOKEN_DIGEST) != found[TOKEN_DIGEST] or row.get("method") not in methods:
         raise ApiError("INVALID_ENROLLMENT_TOKEN")
     if parse_time(row["expiresAt"]) <= ctx.now:
         raise ApiError("ENROLLMENT_EXPIRED")
@@ -94,7 +94,8 @@ def claim(ctx: WriteContext, token: str, methods: tuple[str, ...]) -> dict[str, 
 def _outstanding(controller: Any, token: str | None) -> dict[str, Any]:
     """The enrollment a token names, checked before any work is done for it (the write checks again)."""
     with controller.store.read() as txn:
-        enrollment_id = txn.by_unique("enrollments", "token", token) if token else None
+        digest = controller.jwts.digest(token) if token else None
+        enrollment_id = txn.by_unique("enrollments", TOKEN_DIGEST, digest) if digest else None
         row: dict[str, Any] | None = txn.get("enrollments", enrollment_id) if enrollment_id else None
         subject_kind, subject_id = _subject(row) if row else ("", "")
         if row is None or not subject_id or not txn.exists(subject_kind, subject_id):
@@ -154,10 +155,8 @@ async def _enroll_ott(controller: Any, enrollment: Mapping[str, Any], request: E
     csr = load_csr(_csr(request), "csr")
     certificate = controller.issuer.client_certificate(csr, str(enrollment["identityId"]), now=issue_time(controller))
     pem = certificate_pem(certificate)
-    token = str(enrollment["token"])
-
     def write(ctx: WriteContext) -> None:
-        consumed = claim(ctx, token, ("ott",))
+        consumed = claim(ctx, enrollment, ("ott",))
         body = {"identityId": consumed["identityId"], "method": "cert", "certPem": pem}
         create_row(ctx, ctx.registry["authenticators"], body, None)
 
@@ -179,10 +178,8 @@ async def _enroll_ottca(controller: Any, enrollment: Mapping[str, Any], request:
             or not within_validity(certificate, controller.clock.now())):
         raise ApiError("CERT_FAILED_VALIDATION")
     pem, print_ = certificate_pem(certificate), fingerprint(certificate)
-    token = str(enrollment["token"])
-
     def write(ctx: WriteContext) -> None:
-        consumed = claim(ctx, token, ("ottca",))
+        consumed = claim(ctx, enrollment, ("ottca",))
         refuse_certificate_in_use(ctx, print_)
         body = {"identityId": consumed["identityId"], "method": "cert", "certPem": pem}
         create_row(ctx, ctx.registry["authenticators"], body, None)
@@ -205,21 +202,11 @@ async def _enroll_updb(controller: Any, enrollment: Mapping[str, Any], request: 
     if not low <= len(password) <= high:
         raise ApiError("COULD_NOT_VALIDATE", field_cause(
             "password", f"password in body should be between {low} and {high} chars long", "*"))
-    digest = await _hashed(controller, password)
-    token = str(enrollment["token"])
-
+    digest = await controller.hashing.hash(password)
     def write(ctx: WriteContext) -> None:
-        consumed = claim(ctx, token, ("updb",))
+        consumed = claim(ctx, enrollment, ("updb",))
         body = {"identityId": consumed["identityId"], "method": "updb", "username": consumed.get("username"),
                 "_passwordHash": digest}
         create_row(ctx, ctx.registry["authenticators"], body, None)
 
     await controller.domain.write(write)
-
-
-async def _hashed(controller: Any, password: str) -> str:
-    """The password's hash, computed off the Trio thread where the controller runs worker threads."""
-    if controller.settings.worker_threads:
-        digest: str = await trio.to_thread.run_sync(hash_password, password)
-        return digest
-    return hash_password(password)

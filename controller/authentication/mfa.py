@@ -1,29 +1,36 @@
 """TOTP MFA: enrolment, verification, recovery codes, and what MFA changes for API sessions and posture.
 
 One record per identity in the internal ``mfa`` kind (keyed by the identity id). TOTP is SHA-1, 6 digits, a
-30-second step, accepted within two steps either side and without replay protection, as in the reference; codes
-are computed with pyotp at the controller's clock (so tests on a virtual clock compute the same codes). The secret
-is 20 random bytes (32 base32 characters, RFC 4226's recommendation). Recovery codes are single-use: a code is
-checked and consumed in one write, so two requests racing with the same code cannot both succeed.
+30-second step, accepted within one step either side and once only (the record keeps the last step used), where the
+reference accepts two steps either side and replays; codes are computed with pyotp at the controller's clock (so
+tests on a virtual clock compute the same codes). The secret is 20 random bytes (32 base32 characters, RFC 4226's
+recommendation). Recovery codes are single-use and compared in constant time: a code is checked and consumed in
+one write, so two requests racing with the same code cannot both succeed. Wrong codes are throttled per identity,
+and enough of them in a row lock the identity out (``throttle.py``).
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
 import secrets
 import struct
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import pyotp
 import segno
 
-from actors.messages import MfaPassed, MfaRemoved, ReadState
+from actors.messages import MfaPassed, MfaRemoved
+from controller.authentication.disable import disable
+from controller.authentication.throttle import MFA_LOCKOUT_FAILURES, MFA_LOCKOUT_MINUTES
 from controller.clock import format_time
 from controller.errors import ApiError, not_found
 from controller.ids import new_id
+from controller.posture.engine import record_mfa_removal
 from controller.resources.context import WriteContext
 
 if TYPE_CHECKING:
@@ -35,6 +42,7 @@ __all__ = ["ISSUER", "MFA_AUTH_QUERY", "MFA_CODE_SCHEMA", "QR_SIZE", "MfaService
 
 KIND = "mfa"
 ISSUER = "tollgate"
+STEP_SECONDS = 30
 RECOVERY_CODES = 20
 QR_SIZE = 256
 MFA_AUTH_QUERY: dict[str, Any] = {"typeId": "MFA", "provider": "ziti", "httpMethod": "POST",
@@ -88,10 +96,33 @@ def qr_png(text: str, size: int = QR_SIZE) -> bytes:
             + chunk(b"IEND", b""))
 
 
-def _totp_ok(secret: str, code: str, now: float) -> bool:
+def totp_step(secret: str, code: str, now: float, after: int) -> int | None:
+    """The 30-second step whose TOTP ``code`` is: the current one or one either side, and later than ``after`` (a
+    step already used: a code works once). None when it is none of them."""
     if len(code) != 6 or not (code.isascii() and code.isdigit()):
-        return False
-    return bool(pyotp.TOTP(secret).verify(code, for_time=int(now), valid_window=2))
+        return None
+    totp = pyotp.TOTP(secret)
+    current = int(now) // STEP_SECONDS
+    for step in (current - 1, current, current + 1):
+        if step > after and hmac.compare_digest(totp.at(step * STEP_SECONDS), code):
+            return step
+    return None
+
+
+def _holds(codes: Iterable[str], code: str) -> bool:
+    """Whether ``code`` is one of ``codes``, comparing with every one in constant time."""
+    found = False
+    for candidate in codes:
+        found |= hmac.compare_digest(candidate.encode(), code.encode())
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Accepted:
+    """A code that passed: the TOTP step it used (so it is not used again), or the recovery code (consumed)."""
+
+    step: int | None = None
+    recovery: str | None = None
 
 
 class MfaService:
@@ -127,15 +158,31 @@ class MfaService:
         return {"id": record["mfaId"], "createdAt": record["createdAt"], "updatedAt": record["updatedAt"],
                 "tags": {}, "_links": dict(_LINKS)}
 
-    def check_code(self, record: Mapping[str, Any], code: Any, *, allow_recovery: bool) -> str | None:
-        """``"totp"`` or ``"recovery"`` for a valid code, None otherwise (no side effects)."""
+    def _match(self, record: Mapping[str, Any], code: Any, *, allow_recovery: bool) -> _Accepted | None:
+        """What a code is worth against ``record``: a TOTP step not used before, a recovery code, or None."""
         if not isinstance(code, str) or not code:
             return None
-        if _totp_ok(str(record["secret"]), code, self.controller.clock.now()):
-            return "totp"
-        if allow_recovery and code in record.get("recoveryCodes", ()):
-            return "recovery"
+        step = totp_step(str(record["secret"]), code, self.controller.clock.now(), int(record.get("lastStep", -1)))
+        if step is not None:
+            return _Accepted(step=step)
+        if allow_recovery and _holds(record.get("recoveryCodes", ()), code):
+            return _Accepted(recovery=code)
         return None
+
+    async def _checked(self, identity_id: str, record: Mapping[str, Any], code: Any, *,
+                       allow_recovery: bool) -> _Accepted:
+        """A code given by ``identity_id``, throttled: 429 RATE_LIMITED while the identity has given too many wrong
+        codes lately, 400 MFA_INVALID_TOKEN for a wrong one; the consecutive wrong codes that reach the lockout
+        disable the identity for :data:`MFA_LOCKOUT_MINUTES` (its API sessions end)."""
+        throttles = self.controller.throttles
+        throttles.check_mfa(identity_id)
+        accepted = self._match(record, code, allow_recovery=allow_recovery)
+        if accepted is None:
+            if throttles.mfa_failed(identity_id) >= MFA_LOCKOUT_FAILURES:
+                await disable(self.controller, identity_id, MFA_LOCKOUT_MINUTES, lockout=True)
+            raise ApiError("MFA_INVALID_TOKEN")
+        throttles.mfa_passed(identity_id)
+        return accepted
 
     def _require(self, identity_id: str, *, verified: bool | None) -> dict[str, Any]:
         """The identity's record; 404 when there is none or its ``isVerified`` is not ``verified`` (None: any)."""
@@ -144,24 +191,34 @@ class MfaService:
             raise ApiError("NOT_FOUND")
         return record
 
-    async def _update(self, identity_id: str, seen: Mapping[str, Any], code: str | None,
-                      change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
+    async def _update(self, identity_id: str, seen: Mapping[str, Any], accepted: _Accepted | None,
+                      change: Callable[[dict[str, Any]], dict[str, Any] | None], *, passes_end: bool = False) -> None:
         """Apply ``change`` to the record in one write, if it is still the enrolment ``seen`` (a removal and a new
-        enrolment in between give 404). With ``code``, that recovery code is consumed in the same write, and a code
-        already consumed meanwhile gives 400 MFA_INVALID_TOKEN. ``change`` returning None deletes the record."""
+        enrolment in between give 404). The ``accepted`` code is spent in the same write: its TOTP step is recorded
+        (a step used meanwhile gives 400 MFA_INVALID_TOKEN, so a code works once) or its recovery code consumed
+        (one consumed meanwhile gives 400 MFA_INVALID_TOKEN). ``change`` returning None deletes the record;
+        ``passes_end`` records in the same write that the identity's MFA passes must end
+        (:func:`~controller.posture.engine.record_mfa_removal`), so that a crash cannot keep them."""
         def write(ctx: WriteContext) -> None:
             current = ctx.txn.get(KIND, identity_id)
             if current is None or current["mfaId"] != seen["mfaId"]:
                 raise ApiError("NOT_FOUND")
-            if code is not None:
-                if code not in current["recoveryCodes"]:
+            if accepted is not None and accepted.step is not None:
+                if int(current.get("lastStep", -1)) >= accepted.step:
                     raise ApiError("MFA_INVALID_TOKEN")
-                current = {**current, "recoveryCodes": [c for c in current["recoveryCodes"] if c != code]}
+                current = {**current, "lastStep": accepted.step}
+            if accepted is not None and accepted.recovery is not None:
+                if not _holds(current["recoveryCodes"], accepted.recovery):
+                    raise ApiError("MFA_INVALID_TOKEN")
+                current = {**current, "recoveryCodes": [c for c in current["recoveryCodes"]
+                                                        if not hmac.compare_digest(c, accepted.recovery)]}
             new = change(current)
             if new is None:
                 ctx.txn.delete(KIND, identity_id)
             else:
                 ctx.txn.put(KIND, new)
+            if passes_end:
+                record_mfa_removal(ctx, identity_id)
 
         await self.controller.domain.write(write)
 
@@ -191,14 +248,16 @@ class MfaService:
         else:
             await self.controller.sessions.mark_mfa_complete(session.id)
         self.controller.engine.post(session.identity_id, MfaPassed(session.id))
+        # Answered once the pass is durable: a crash after the answer must not take it back.
+        await self.controller.engine.settle(session.identity_id)
 
     async def verify(self, session: LiveSession, code: Any) -> None:
         """Complete enrolment with a TOTP (recovery codes do not count here); 404 unless an unverified one exists."""
         record = self._require(session.identity_id, verified=False)
-        if self.check_code(record, code, allow_recovery=False) is None:
-            raise ApiError("MFA_INVALID_TOKEN")
+        accepted = await self._checked(session.identity_id, record, code, allow_recovery=False)
         now = format_time(self.controller.clock.now())
-        await self._update(session.identity_id, record, None, lambda r: {**r, "isVerified": True, "updatedAt": now})
+        await self._update(session.identity_id, record, accepted,
+                           lambda r: {**r, "isVerified": True, "updatedAt": now})
         await self._passed(session, enrolled=True)
 
     async def authenticate(self, session: LiveSession, code: Any) -> None:
@@ -210,11 +269,8 @@ class MfaService:
         record = self.record(session.identity_id)
         if record is None or not record["isVerified"]:
             raise ApiError("MFA_NOT_ENROLLED")
-        kind = self.check_code(record, code, allow_recovery=True)
-        if kind is None:
-            raise ApiError("MFA_INVALID_TOKEN")
-        if kind == "recovery":
-            await self._update(session.identity_id, record, str(code), lambda r: r)
+        accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
+        await self._update(session.identity_id, record, accepted, lambda r: r)
         await self._passed(session)
 
     async def remove_own(self, session: LiveSession, code: Any) -> None:
@@ -222,13 +278,14 @@ class MfaService:
         TOTP or a recovery code. Removing a verified one takes the MFA pass from every API session of the identity;
         the sessions depending on it are revoked before this returns."""
         record = self._require(session.identity_id, verified=None)
-        if record["isVerified"] and self.check_code(record, code, allow_recovery=True) is None:
-            raise ApiError("MFA_INVALID_TOKEN")
-        await self._update(session.identity_id, record, None, lambda r: None)
+        accepted = None
+        if record["isVerified"]:
+            accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
+        await self._update(session.identity_id, record, accepted, lambda r: None, passes_end=record["isVerified"])
         if record["isVerified"]:
             self.controller.engine.post(session.identity_id, MfaRemoved())
             # Queued behind the removal: once the actor answers, its revocations are committed.
-            await self.controller.engine.actors.ask(session.identity_id, ReadState)
+            await self.controller.engine.settle(session.identity_id)
 
     async def remove_by_admin(self, identity_id: str) -> None:
         """``DELETE /identities/{id}/mfa``: removes a verified or pending enrolment (200 even when there is none).
@@ -240,20 +297,19 @@ class MfaService:
                 raise not_found("identity", identity_id)
         await self.controller.domain.write(lambda ctx: ctx.txn.delete(KIND, identity_id) and None)
 
-    def recovery_codes(self, session: LiveSession, code: Any) -> dict[str, Any]:
+    async def recovery_codes(self, session: LiveSession, code: Any) -> dict[str, Any]:
         """The current recovery codes of a verified enrolment, for a valid TOTP (recovery codes do not count)."""
         record = self._require(session.identity_id, verified=True)
-        if self.check_code(record, code, allow_recovery=False) is None:
-            raise ApiError("MFA_INVALID_TOKEN")
+        accepted = await self._checked(session.identity_id, record, code, allow_recovery=False)
+        await self._update(session.identity_id, record, accepted, lambda r: r)
         return {**self._entity(record), "recoveryCodes": list(record["recoveryCodes"])}
 
     async def regenerate_recovery_codes(self, session: LiveSession, code: Any) -> None:
         """Replace every recovery code of a verified enrolment, for a TOTP or a recovery code."""
         record = self._require(session.identity_id, verified=True)
-        if self.check_code(record, code, allow_recovery=True) is None:
-            raise ApiError("MFA_INVALID_TOKEN")
+        accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
         now = format_time(self.controller.clock.now())
-        await self._update(session.identity_id, record, None,
+        await self._update(session.identity_id, record, accepted,
                            lambda r: {**r, "recoveryCodes": recovery_codes(), "updatedAt": now})
 
     def qr_code(self, identity_id: str, identity_name: str) -> bytes:

@@ -85,7 +85,7 @@ async def change_password(controller: Any, identity_id: str, authenticator_id: s
     fields = dict(_checked(mode, body, "authenticator"))
     row = _own(controller, identity_id, authenticator_id, method="updb")
     current = str(fields.pop("currentPassword"))
-    if not await controller.sessions.verify_password(current, row.get("_passwordHash")):
+    if not await controller.hashing.verify(current, row.get("_passwordHash")):
         raise ApiError("UNAUTHORIZED", field_cause("currentPassword", "invalid current password", "*"))
     await controller.domain.replace("authenticators", authenticator_id, fields, mode)
 

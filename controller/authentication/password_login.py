@@ -37,16 +37,20 @@ def _check_body(body: Any) -> tuple[str, str]:
 async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
     """Authenticate by username and password and start an API session; 401 INVALID_AUTH on any failure.
 
-    The same work is done for an unknown username as for a wrong password, so timing reveals nothing.
+    The same work is done for an unknown username as for a wrong password, so timing reveals nothing. Wrong
+    passwords are throttled per username and per client address (429 RATE_LIMITED, ``throttle.py``), before any
+    hashing.
     """
     username, password = _check_body(body)
+    controller.throttles.check_password(username, ip)
     with controller.store.read() as txn:
         authenticator_id = txn.by_unique("authenticators", "username", username)
         authenticator = txn.get("authenticators", authenticator_id) if authenticator_id else None
         identity = txn.get("identities", authenticator["identityId"]) if authenticator else None
         policy = auth_policy(txn, identity)
     stored_hash = authenticator.get("_passwordHash") if authenticator else None
-    if not await controller.sessions.verify_password(password, stored_hash):
+    if not await controller.hashing.verify(password, stored_hash):
+        controller.throttles.password_failed(username, ip)
         if authenticator is not None and identity is not None:
             await _count_failure(controller, str(authenticator["id"]), identity, policy)
         raise ApiError("INVALID_AUTH")

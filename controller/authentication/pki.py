@@ -41,7 +41,17 @@ from cryptography.x509.oid import NameOID
 from controller.authentication.issuing import BACKDATE, CaPrivateKey, fingerprint, issue_certificate
 from controller.authentication.server_names import San, cert_sans, merge_sans, parse_sans
 
-__all__ = ["DEFAULT_SANS", "SERVER_KEY_TYPES", "Pki", "PkiError", "ServerKey", "cacerts_pkcs7_b64", "ensure_pki"]
+__all__ = [
+    "DEFAULT_SANS",
+    "RENEW_BEFORE",
+    "SERVER_KEY_TYPES",
+    "Pki",
+    "PkiError",
+    "ServerKey",
+    "cacerts_pkcs7_b64",
+    "ensure_pki",
+    "write_private_file",
+]
 
 #: Names every server certificate carries, whatever else is asked for.
 DEFAULT_SANS: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
@@ -59,7 +69,7 @@ _CA_VALIDITY = dt.timedelta(days=3650)
 _SERVER_VALIDITY = dt.timedelta(days=365)
 # A server certificate this close to expiry is replaced at start-up, so a controller restarted at least monthly never
 # serves an expired certificate.
-_RENEW_BEFORE = dt.timedelta(days=30)
+RENEW_BEFORE = dt.timedelta(days=30)
 # The CA subject is fixed: a CA certificate re-made from the same key (see ensure_pki) then still chains the server
 # certificates issued before, because issuer name and key both match.
 _CA_SUBJECT = x509.Name.from_rfc4514_string("CN=Tollgate Root CA,O=Tollgate")
@@ -163,7 +173,9 @@ def ensure_pki(
         raise ValueError(f"server_key_type must be one of {', '.join(SERVER_KEY_TYPES)}, not {server_key_type!r}")
     moment = now if now is not None else dt.datetime.now(dt.UTC)
     wanted = parse_sans([*DEFAULT_SANS, *sans])
-    pki_dir.mkdir(parents=True, exist_ok=True)
+    # Private (0700): the CA and server keys are 0600 already; the directory keeps their names out of sight too.
+    pki_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(pki_dir, 0o700)
     ca_cert_path = pki_dir / CA_CERT_NAME
     ca_key_path = pki_dir / CA_KEY_NAME
     server_cert_path = pki_dir / SERVER_CERT_NAME
@@ -291,7 +303,7 @@ def _current_server_cert(path: Path, ca_cert: x509.Certificate) -> x509.Certific
 def _server_cert_ok(cert: x509.Certificate, key: ServerKey, wanted: Sequence[San], moment: dt.datetime) -> bool:
     if cert.public_key() != key.public_key():
         return False
-    if cert.not_valid_after_utc - moment < _RENEW_BEFORE or cert.not_valid_before_utc > moment:
+    if cert.not_valid_after_utc - moment < RENEW_BEFORE or cert.not_valid_before_utc > moment:
         return False
     present = set(cert_sans(cert))
     return all(name in present for name in wanted)
@@ -347,6 +359,11 @@ def _load_cert(path: Path) -> x509.Certificate:
         return x509.load_pem_x509_certificate(path.read_bytes())
     except (OSError, ValueError) as exc:
         raise PkiError(f"cannot load certificate {path}: {exc}") from exc
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Write a secret (mode 0600) atomically and durably: a crash leaves the old file or the new one."""
+    _write_atomic(path, data, 0o600)
 
 
 def _write_atomic(path: Path, data: bytes, mode: int) -> None:

@@ -64,10 +64,8 @@ async def enroll_router(controller: Any, enrollment: Mapping[str, Any], request:
     method, subject_field = ROUTER_KINDS[kind]
     router_id = str(enrollment[subject_field])
     client, server = _router_certificates(controller, router_id, request.json or {})
-    token = str(enrollment["token"])
-
     def write(ctx: WriteContext) -> None:
-        consumed = claim(ctx, token, (method,))
+        consumed = claim(ctx, enrollment, (method,))
         router = ctx.txn.get(kind, str(consumed[subject_field]))
         if router is None:
             raise ApiError("INVALID_ENROLLMENT_TOKEN")

@@ -69,7 +69,7 @@ async def start_session(controller: Any, identity: Mapping[str, Any], authentica
                                                            mfa_required=mfa_required,
                                                            ext_jwt_signer_id=required_ext_jwt_signer(policy),
                                                            certificate=certificate)
-    controller.engine.post(identity["id"], ApiSessionStarted(row["id"], extra.get("sdkInfo") or {}))
+    controller.engine.post(identity["id"], ApiSessionStarted(row["id"]))
     return row
 
 

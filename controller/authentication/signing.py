@@ -52,31 +52,45 @@ class TokenSigner:
     every task and thread.
     """
 
-    __slots__ = ("_ca_pem", "_chain", "_key", "algorithm", "kid")
+    __slots__ = ("_ca_pem", "_chain", "_key", "_retired", "algorithm", "kid")
 
     algorithm: str
     kid: str
 
     def __init__(
-        self, key: ServerKey, certificate: x509.Certificate, ca_certificates: tuple[x509.Certificate, ...]
+        self, key: ServerKey, certificate: x509.Certificate, ca_certificates: tuple[x509.Certificate, ...],
+        *, retired: x509.Certificate | None = None,
     ) -> None:
         """Use ``key`` to sign, presenting ``certificate`` (its public half) and the CA chain above it.
 
+        ``retired`` is the certificate of the same key that ``certificate`` renewed: JWTs signed before the renewal
+        name it as their ``kid``, so it is still published (:meth:`jwks`) and accepted (:attr:`kids`).
+
         Raises:
-            ValueError: ``key`` does not match ``certificate``, or is an EC key on a curve without a JWS algorithm.
+            ValueError: ``key`` does not match ``certificate`` (or ``retired``), or is an EC key on a curve without
+                a JWS algorithm.
         """
-        if key.public_key() != certificate.public_key():
+        if key.public_key() != certificate.public_key() or (
+                retired is not None and key.public_key() != retired.public_key()):
             raise ValueError("the server key does not match the server certificate")
         self._key = key
         self._ca_pem = "".join(c.public_bytes(serialization.Encoding.PEM).decode("ascii") for c in ca_certificates)
         self._chain = (certificate, *ca_certificates)
+        self._retired = retired if retired is not None and retired != certificate else None
         self.algorithm = _algorithm(key)
         self.kid = fingerprint(certificate)
 
     @classmethod
-    def from_pki(cls, pki: Pki) -> TokenSigner:
-        """A signer with ``pki``'s server key and certificate. Raises PkiError when the key cannot be read."""
-        return cls(pki.load_server_key(), pki.server_cert, (pki.ca_cert,))
+    def from_pki(cls, pki: Pki, *, renewing: TokenSigner | None = None) -> TokenSigner:
+        """A signer with ``pki``'s server key and certificate; ``renewing``: the signer whose certificate this one
+        renews (its certificate is kept as the retired one). Raises PkiError when the key cannot be read."""
+        retired = renewing._chain[0] if renewing is not None else None
+        return cls(pki.load_server_key(), pki.server_cert, (pki.ca_cert,), retired=retired)
+
+    @property
+    def kids(self) -> frozenset[str]:
+        """The key ids this signer answers to: its certificate's, and the retired certificate's."""
+        return frozenset({self.kid} | ({fingerprint(self._retired)} if self._retired is not None else set()))
 
     def sign(self, claims: Mapping[str, Any]) -> str:
         """A compact JWT of ``claims`` with header ``{"alg": algorithm, "kid": kid, "typ": "JWT"}``.
@@ -87,13 +101,18 @@ class TokenSigner:
         return jwt.encode(dict(claims), self._key, algorithm=self.algorithm, headers={"kid": self.kid})
 
     def jwks(self) -> dict[str, Any]:
-        """The public key as a JWK Set with one signing key.
+        """The public key as a JWK Set: one signing key for the certificate, then one for the retired certificate.
 
         ``{"keys": [{kty, kid, use: "sig", alg, n, e}]}`` for RSA or ``{kty, kid, use, alg, crv, x, y}`` for EC,
         plus ``x5c``: the server certificate then its CA, each as standard base64 of the DER (RFC 7517 4.7).
         """
+        certificates = (self._chain[0], *((self._retired,) if self._retired is not None else ()))
+        return {"keys": [self._jwk(certificate) for certificate in certificates]}
+
+    def _jwk(self, certificate: x509.Certificate) -> dict[str, Any]:
+        """The public key as the JWK of ``certificate``."""
         public = self._key.public_key()
-        key: dict[str, Any] = {"kid": self.kid, "use": "sig", "alg": self.algorithm}
+        key: dict[str, Any] = {"kid": fingerprint(certificate), "use": "sig", "alg": self.algorithm}
         if isinstance(public, rsa.RSAPublicKey):
             numbers = public.public_numbers()
             key |= {"kty": "RSA", "n": _b64url_uint(numbers.n), "e": _b64url_uint(numbers.e)}
@@ -106,8 +125,9 @@ class TokenSigner:
                 "x": base64url_encode(point.x.to_bytes(size, "big")).decode("ascii"),
                 "y": base64url_encode(point.y.to_bytes(size, "big")).decode("ascii"),
             }
-        key["x5c"] = [base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode("ascii") for c in self._chain]
-        return {"keys": [key]}
+        chain = (certificate, *self._chain[1:])
+        key["x5c"] = [base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode("ascii") for c in chain]
+        return key
 
     def sign_nonce(self, nonce: str) -> dict[str, str]:
         """Answer a nonce challenge: ``{"signature", "algorithm", "kid", "caPool"}``.

@@ -32,7 +32,7 @@ def encode_state(state: IdentityState) -> dict[str, Any]:
         "domain": _record(posture.domain),
         "processes": {k: _flat(v) for k, v in posture.processes.items()},
         "processPaths": {k: _flat(v) for k, v in posture.process_paths.items()},
-        "sessions": {k: {"mfa": _flat(v.mfa), "sdkInfo": dict(v.sdk_info)} for k, v in state.sessions.items()},
+        "sessions": {k: {"mfa": _flat(v.mfa)} for k, v in state.sessions.items()},
         "failures": [dict(f) for f in state.failures],
         "lastChangeAt": state.last_change_at,
         "deadline": state.deadline,
@@ -56,7 +56,6 @@ def decode_state(identity_id: str, row: Mapping[str, Any] | None) -> IdentitySta
         processes={k: _process(v) for k, v in (row.get("processes") or {}).items()},
         process_paths={k: _process(v) for k, v in (row.get("processPaths") or {}).items()},
     )
-    sessions = {k: SessionPosture(MfaState(**v["mfa"]), dict(v.get("sdkInfo") or {}))
-                for k, v in (row.get("sessions") or {}).items()}
+    sessions = {k: SessionPosture(MfaState(**v["mfa"])) for k, v in (row.get("sessions") or {}).items()}
     return IdentityState(identity_id, posture, sessions, tuple(row.get("failures") or ()), row.get("lastChangeAt"),
                          row.get("deadline"), row.get("accessDigest"))

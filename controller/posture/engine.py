@@ -24,7 +24,15 @@ import trio
 from msgspec.structs import replace
 
 from actors.lateness import DeadlineOutcome, LatenessRecorder
-from actors.messages import DeadlineReached, IdentityMessage
+from actors.messages import (
+    CreateSession,
+    DeadlineReached,
+    IdentityMessage,
+    MfaRemoved,
+    PostureReported,
+    ReadState,
+    Settle,
+)
 from actors.registry import ActorRegistry, OneShot
 from controller.domain import Domain
 from controller.errors import ApiError
@@ -33,6 +41,7 @@ from controller.posture.codec import decode_state, encode_state
 from controller.posture.decide import decide_session, revaluate, timer_changes
 from controller.posture.evaluate import PostureData, mfa_deadline
 from controller.posture.machine import (
+    ClearPendingRemoval,
     Decide,
     Effect,
     IdentityState,
@@ -48,9 +57,12 @@ from controller.resources.context import ReadContext, WriteContext
 from controller.resources.spec import Resource
 from controller.write_path import create_row, delete_row
 
-__all__ = ["STATE_KIND", "IdentityBehavior", "PostureEngine"]
+__all__ = ["PENDING_KIND", "STATE_KIND", "IdentityBehavior", "PostureEngine", "record_mfa_removal"]
 
 STATE_KIND = "posture-state"
+PENDING_KIND = "posture-pending"
+"""Per identity: an MFA removal committed but not yet handled by its actor (see :func:`record_mfa_removal`)."""
+
 T = TypeVar("T")
 
 # Shared by every loaded state that has nothing of its own: a parked actor holds its state for as long as it waits
@@ -64,6 +76,7 @@ class _Plan:
     """What one ``perform`` will write and answer, collected while reading one snapshot."""
 
     persist: bool = False
+    clear_pending: bool = False  # delete the identity's pending MFA removal record
     gone: bool = False  # the identity no longer exists
     revoke: list[str] = field(default_factory=list)
     create: dict[str, Any] | None = None
@@ -98,6 +111,13 @@ class IdentityBehavior:
     def deadline_message(self, deadline: float) -> DeadlineReached:
         return DeadlineReached(deadline)
 
+    def failed(self, message: IdentityMessage, error: Exception) -> None:
+        match message:
+            case (PostureReported(reply=reply) | CreateSession(reply=reply) | ReadState(reply=reply)
+                  | Settle(reply=reply)):
+                if reply is not None:
+                    reply.fail(error)
+
     async def perform(self, key: str, before: IdentityState, after: IdentityState,
                       effects: Sequence[Effect]) -> IdentityState:
         state, plan = self._plan(key, before, after, effects, self.domain.clock.now())
@@ -106,7 +126,7 @@ class IdentityBehavior:
             _send(plan.replies)
             return IdentityState(key)
         created = None
-        if plan.persist or plan.revoke or plan.create is not None:
+        if plan.persist or plan.revoke or plan.create is not None or plan.clear_pending:
             # Awaited here, not in a helper coroutine: a step waiting for its commit holds one frame less.
             created = await self.domain.write(_StepWrite(self.domain.registry["sessions"], state, plan))
         if plan.deadline is not None:
@@ -137,13 +157,16 @@ class IdentityBehavior:
                     if isinstance(effect, Decide):
                         plan.replies.append((effect.request.reply, ApiError("UNAUTHORIZED")))
                     elif isinstance(effect, Reply | ReportTimers) and effect.reply is not None:
-                        plan.replies.append((effect.reply, ApiError("NOT_FOUND") if isinstance(effect, Reply)
-                                             else []))
+                        plan.replies.append((effect.reply, [] if isinstance(effect, ReportTimers) else
+                                             ApiError("NOT_FOUND") if isinstance(effect.value, IdentityState)
+                                             else effect.value))
                 return state, plan
             for effect in effects:
                 match effect:
                     case Persist():
                         plan.persist = True
+                    case ClearPendingRemoval():
+                        plan.clear_pending = True
                     case Revaluate(access=access):
                         rearm = True
                         digest = (access_digest(ctx, identity) if access or state.access_digest is None
@@ -221,12 +244,15 @@ class _StepWrite:
         if self.plan.create is not None:
             created = create_row(ctx, self.sessions, self.plan.create, None)
         ctx.txn.put(STATE_KIND, encode_state(self.state))
+        if self.plan.clear_pending:
+            ctx.txn.delete(PENDING_KIND, self.state.identity_id)
         return created
 
 
 def _drop_state(key: str, ctx: WriteContext) -> None:
-    """The write of an actor whose identity is gone: delete its stored state."""
+    """The write of an actor whose identity is gone: delete its stored state (and any pending record)."""
     ctx.txn.delete(STATE_KIND, key)
+    ctx.txn.delete(PENDING_KIND, key)
 
 
 def _compact(state: IdentityState) -> IdentityState:
@@ -235,14 +261,27 @@ def _compact(state: IdentityState) -> IdentityState:
     if (posture.os is None and posture.mac is None and posture.domain is None and not posture.processes
             and not posture.process_paths):
         posture = _NO_POSTURE
-    sessions = {k: replace(v, sdk_info=_EMPTY) if not v.sdk_info else v for k, v in state.sessions.items()}
     digest = sys.intern(state.access_digest) if state.access_digest is not None else None
-    return replace(state, posture=posture, sessions=sessions, access_digest=digest)
+    return replace(state, posture=posture, access_digest=digest)
+
+
+def record_mfa_removal(ctx: WriteContext, identity_id: str) -> None:
+    """Record, in the write that removes an identity's MFA enrolment, that its actor must take every MFA pass away.
+
+    The actor learns of the removal by a message after the commit; a crash in between would leave the passes in its
+    stored state. The record closes that gap: the actor deletes it in the write that persists the removal's effect,
+    and a start delivers the removal again for every record still there.
+    """
+    ctx.txn.put(PENDING_KIND, {"id": identity_id, "mfaRemovedAt": ctx.now})
 
 
 def _send(replies: list[tuple[OneShot[Any], Any]]) -> None:
+    """Answer every reply slot; an :class:`ApiError` answer is raised in its receiver."""
     for reply, value in replies:
-        reply.send(value)
+        if isinstance(value, ApiError):
+            reply.fail(value)
+        else:
+            reply.send(value)
 
 
 class PostureEngine:
@@ -256,27 +295,36 @@ class PostureEngine:
             self.behavior, domain.clock.now, domain.clock.to_trio)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Host the actors; re-arm every persisted deadline at the same wall-clock instant."""
+        """Host the actors; re-arm every persisted deadline at the same wall-clock instant, and deliver every MFA
+        removal a crash kept from its actor (see :func:`record_mfa_removal`)."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.actors.run)
             with self.domain.store.read() as txn:
                 for row in txn.scan(STATE_KIND):
+                    identity_id = str(row["id"])
                     if row.get("deadline") is not None:
-                        self.actors.arm(str(row["id"]), float(row["deadline"]))
+                        self.actors.arm(identity_id, float(row["deadline"]))
+                for row in txn.scan(PENDING_KIND):
+                    self.actors.post(str(row["id"]), MfaRemoved())
             task_status.started()
 
     def post(self, identity_id: str, message: IdentityMessage) -> None:
         self.actors.post(identity_id, message)
 
     async def ask(self, identity_id: str, make: Callable[[OneShot[T]], IdentityMessage]) -> T:
-        """Send a message carrying a reply slot and return the reply; an :class:`ApiError` reply is raised."""
-        value: T = await self.actors.ask(identity_id, make)
-        if isinstance(value, ApiError):
-            raise value
-        return value
+        """Send a message carrying a reply slot and return the reply.
+
+        Raises:
+            ApiError: the actor refused the request (an unknown identity, a denied session).
+            Exception: handling the message failed; the actor restarted from its persisted state.
+        """
+        return await self.actors.ask(identity_id, make)
+
+    async def settle(self, identity_id: str) -> None:
+        """Return once the identity's actor has handled every message posted before this call and its writes
+        (revocations included) are durable; also for an identity that no longer exists."""
+        await self.ask(identity_id, Settle)
 
     async def state(self, identity_id: str) -> IdentityState:
-        from actors.messages import ReadState
-
         state: IdentityState = await self.ask(identity_id, ReadState)
         return state

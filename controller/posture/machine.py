@@ -21,12 +21,12 @@ from actors.messages import (
     ApiSessionStarted,
     CreateSession,
     DeadlineReached,
-    EndpointStateReported,
     MfaPassed,
     MfaRemoved,
     PostureReported,
     ReadState,
     Reevaluate,
+    Settle,
 )
 from actors.registry import OneShot
 from controller.posture.evaluate import DomainRecord, MacRecord, MfaState, OsRecord, PostureData, ProcessRecord
@@ -34,9 +34,11 @@ from controller.posture.normalize import canonical_mac, clean_hex
 
 __all__ = [
     "MAX_FAILURES",
+    "MAX_PROCESSES",
     "PERSIST",
     "REVALUATE",
     "REVALUATE_ACCESS",
+    "ClearPendingRemoval",
     "Decide",
     "Effect",
     "IdentityState",
@@ -52,14 +54,16 @@ __all__ = [
 ]
 
 MAX_FAILURES = 50
+MAX_PROCESSES = 64
+"""PROCESS responses kept per identity (by check id, and by path)."""
 
 
 class SessionPosture(msgspec.Struct, frozen=True, gc=False):
-    """Per API session: its MFA state and the SDK it reported at login. A Struct for the reasons the posture records
-    are (``controller/posture/evaluate.py``)."""
+    """Per API session: its MFA state. (What the session reported at login, such as its SDK, is on its durable
+    API-session row, written before the login is answered.) A Struct for the reasons the posture records are
+    (``controller/posture/evaluate.py``)."""
 
     mfa: MfaState = msgspec.field(default_factory=MfaState)
-    sdk_info: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
 
 class IdentityState(msgspec.Struct, frozen=True, gc=False):
@@ -120,7 +124,13 @@ class Reply:
     value: Any
 
 
-Effect = Persist | Revaluate | Decide | ReportTimers | Reply
+@dataclass(frozen=True, slots=True)
+class ClearPendingRemoval:
+    """The MFA removal recorded for the actor (``record_mfa_removal`` in ``controller/posture/engine.py``) is
+    handled: delete its record in this step's write."""
+
+
+Effect = Persist | Revaluate | Decide | ReportTimers | Reply | ClearPendingRemoval
 
 # The effects without a payload, shared: a step allocates as little as it can for the collector (a step waiting for
 # its commit holds its effects).
@@ -136,8 +146,19 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()
 
 
+def _bounded(records: Mapping[str, ProcessRecord], key: str, record: ProcessRecord) -> dict[str, ProcessRecord]:
+    """``records`` with ``key`` set, the oldest entries dropped beyond :data:`MAX_PROCESSES`."""
+    out = {k: v for k, v in records.items() if k != key}
+    while len(out) >= MAX_PROCESSES:
+        del out[next(iter(out))]
+    out[key] = record
+    return out
+
+
 def apply_response(posture: PostureData, response: Mapping[str, Any], now: float) -> PostureData:
-    """Fold one posture response (OS, MAC, DOMAIN or PROCESS, in wire names) into the identity's data."""
+    """Fold one posture response (OS, MAC, DOMAIN or PROCESS, in wire names) into the identity's data. PROCESS
+    data is kept for the :data:`MAX_PROCESSES` checks and paths reported last: an endpoint cannot grow its stored
+    state without bound by reporting under made-up ids and paths."""
     check_id = str(response.get("id", ""))
     match response.get("typeId"):
         case "OS":
@@ -154,10 +175,8 @@ def apply_response(posture: PostureData, response: Mapping[str, Any], now: float
                                     clean_hex(str(response.get("hash") or "")),
                                     tuple(clean_hex(f) for f in _strings(response.get("signerFingerprints"))),
                                     now, check_id)
-            processes = {**posture.processes, check_id: process}
-            paths = dict(posture.process_paths)
-            if process.path:
-                paths[process.path] = process
+            processes = _bounded(posture.processes, check_id, process)
+            paths = _bounded(posture.process_paths, process.path, process) if process.path else posture.process_paths
             return replace(posture, processes=processes, process_paths=paths)
     return posture
 
@@ -181,41 +200,48 @@ def mark_timed_out(state: IdentityState, api_session_ids: Sequence[str], **chang
             old = current.mfa
             mfa = MfaState(passed_mfa_at=old.passed_mfa_at, woken_at=old.woken_at, unlocked_at=old.unlocked_at,
                            timed_out=True)
-            sessions[session_id] = SessionPosture(mfa, current.sdk_info)
+            sessions[session_id] = SessionPosture(mfa)
     return replace(state, sessions=sessions, **changes)
+
+
+def _endpoint_state(state: IdentityState, api_session_id: str, woken: bool, unlocked: bool,
+                    now: float) -> IdentityState:
+    """The API session's endpoint woke and/or was unlocked at ``now`` (only True flags count)."""
+    session = state.sessions.get(api_session_id, SessionPosture())
+    old = session.mfa
+    mfa = MfaState(passed_mfa_at=old.passed_mfa_at, woken_at=now if woken else old.woken_at,
+                   unlocked_at=now if unlocked else old.unlocked_at, timed_out=old.timed_out)
+    return _with_session(state, api_session_id, SessionPosture(mfa), last_change_at=now)
 
 
 def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityState, list[Effect]]:
     """The transition of one message. Effects are carried out by the shell in order."""
     match message:
-        case PostureReported(api_session_id, responses, reply):
+        case PostureReported(api_session_id, responses, reply, woken, unlocked):
             posture = state.posture
             for response in responses:
                 posture = apply_response(posture, response, now)
+            state = replace(state, posture=posture, last_change_at=now)
+            if woken or unlocked:
+                state = _endpoint_state(state, api_session_id, woken, unlocked, now)
+                return state, [PERSIST, REVALUATE, ReportTimers(api_session_id, woken, unlocked, reply)]
             effects: list[Effect] = [PERSIST, REVALUATE]
             if reply is not None:
                 effects.append(Reply(reply, []))
-            return replace(state, posture=posture, last_change_at=now), effects
-        case EndpointStateReported(api_session_id, woken, unlocked, reply):
-            session = state.sessions.get(api_session_id, SessionPosture())
-            old = session.mfa
-            mfa = MfaState(passed_mfa_at=old.passed_mfa_at, woken_at=now if woken else old.woken_at,
-                           unlocked_at=now if unlocked else old.unlocked_at, timed_out=old.timed_out)
-            new = _with_session(state, api_session_id, SessionPosture(mfa, session.sdk_info), last_change_at=now)
-            return new, [PERSIST, REVALUATE, ReportTimers(api_session_id, woken, unlocked, reply)]
+            return state, effects
         case MfaPassed(api_session_id):
             session = state.sessions.get(api_session_id, SessionPosture())
             old = session.mfa
             mfa = MfaState(passed_mfa_at=now, woken_at=old.woken_at, unlocked_at=old.unlocked_at, timed_out=False)
-            new = _with_session(state, api_session_id, SessionPosture(mfa, session.sdk_info), last_change_at=now)
+            new = _with_session(state, api_session_id, SessionPosture(mfa), last_change_at=now)
             return new, [PERSIST, REVALUATE]
         case MfaRemoved():
             sessions = {k: replace(v, mfa=replace(v.mfa, passed_mfa_at=None)) for k, v in state.sessions.items()}
-            return replace(state, sessions=sessions, last_change_at=now), [PERSIST, REVALUATE]
-        case ApiSessionStarted(api_session_id, sdk_info):
+            return replace(state, sessions=sessions, last_change_at=now), [PERSIST, REVALUATE, ClearPendingRemoval()]
+        case ApiSessionStarted(api_session_id):
             current = state.sessions.get(api_session_id, SessionPosture())
             # Re-evaluating records what the identity may use now, the baseline for telling clients of changes.
-            new = _with_session(state, api_session_id, replace(current, sdk_info=dict(sdk_info)))
+            new = _with_session(state, api_session_id, current)
             return new, [PERSIST, REVALUATE_ACCESS]
         case ApiSessionEnded(api_session_id):
             if api_session_id not in state.sessions:
@@ -229,6 +255,8 @@ def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityStat
             return state, [REVALUATE_ACCESS]
         case CreateSession() as request:
             return state, [Decide(request)]
+        case Settle(reply):
+            return state, [Reply(reply, None)]
         case ReadState(reply):
             return state, [Reply(reply, state)]
     raise TypeError(f"unknown identity message {message!r}")

@@ -67,9 +67,15 @@ def _query(check: Mapping[str, Any], state: IdentityState, mfa: MfaState | None,
     return query
 
 
+def _legacy_session(ctx: ReadContext, api_session_id: str) -> bool:
+    row = ctx.txn.get("api-sessions", api_session_id)
+    return is_legacy_sdk((row or {}).get("sdkInfo") or {})
+
+
 def posture_queries(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any], state: IdentityState,
                     api_session_id: str, now: float) -> list[dict[str, Any]]:
-    """One entry per service policy (Dial and Bind) linking identity and service, with its checks as queries.
+    """One entry per service policy (Dial and Bind) linking identity and service, with its checks as queries. The
+    SDK the API session reported at login (on its row) decides whether the endpoint is a legacy one.
 
     Each check is evaluated once per snapshot (``ctx.memo``) however many services and policies share it, so pass
     the same ``state``, ``api_session_id`` and ``now`` for every service listed with one ``ctx``.
@@ -79,7 +85,7 @@ def posture_queries(ctx: ReadContext, identity: Mapping[str, Any], service: Mapp
                 for p in service_permissions(ctx, identity, service)]
     session = state.sessions.get(api_session_id)
     mfa = session.mfa if session is not None else None
-    legacy = is_legacy_sdk(session.sdk_info if session is not None else {})
+    legacy = ctx.cached(("legacy-sdk", api_session_id), functools.partial(_legacy_session, ctx, api_session_id))
     entries = []
     for policy in policies_by_service(ctx, identity).get(service["id"], ()):
         queries = [ctx.cached(("posture-query", check["id"], api_session_id),

@@ -16,7 +16,6 @@ from typing import Any
 
 from controller.authentication.client_certificates import issuing_ca, network_issued, verified_ca
 from controller.authentication.issuing import fingerprint, load_certificates
-from controller.authentication.password_hashing import hash_password
 from controller.errors import ApiError, FieldError, field_cause
 from controller.resources.context import ReadContext, WriteContext
 from controller.resources.fields import string_field
@@ -86,14 +85,6 @@ def _store_certificate(ctx: WriteContext, row: dict[str, Any]) -> None:
     row["fingerprint"] = fingerprint(certificate)
 
 
-def _normalize(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
-    """Hash the password before it reaches storage; the clear text never leaves this function."""
-    password = body.pop("password", None)
-    if password is not None:
-        body["_passwordHash"] = hash_password(password)
-    return body
-
-
 def _after_write(ctx: WriteContext, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
     """An authenticator deleted takes the API sessions it authenticated with it."""
     if new is not None or old is None:
@@ -136,12 +127,15 @@ AUTHENTICATORS = Resource(
                      ref_name="identity", on_delete="cascade"),
         Field("method", {"type": "string"}, required=CREATE_ONLY, writable=CREATE_ONLY, filter=FieldType.STRING),
         Field("username", USERNAME, required=frozenset({Mode.UPDATE}), unique=True, filter=FieldType.STRING),
-        Field("password", PASSWORD, required=frozenset({Mode.UPDATE}), stored=False),
+        # The clear password never reaches storage: the domain hashes it into _passwordHash.
+        Field("password", PASSWORD, required=frozenset({Mode.UPDATE}), stored=False, hashed_into="_passwordHash"),
         Field("_passwordHash", {"type": "string"}),
         string_field("certPem", writable=CREATE_ONLY, filterable=False),
         string_field("fingerprint", writable=_NONE, unique=True, default=None),
         Field("_unverifiedCertPem", {"type": "string"}, default=None),
         Field("_unverifiedFingerprint", {"type": "string"}, default=None),
     ),
-    hooks=Hooks(normalize=_normalize, validate=_validate, after_write=_after_write, present=_present),
+    hooks=Hooks(validate=_validate, after_write=_after_write, present=_present),
+    # 409: a second authenticator of one method, a certificate another holds, a change to a certificate one.
+    errors={"create": (409,), "update": (409,), "patch": (409,)},
 )

@@ -49,7 +49,7 @@ RESOURCES: tuple[Resource, ...] = (
 
 # Kinds kept in storage that are not resources of their own, keyed by identity id: MFA enrolments and the posture
 # engine's per-identity state.
-INTERNAL: tuple[KindLayout, ...] = (KindLayout("mfa"), KindLayout("posture-state"))
+INTERNAL: tuple[KindLayout, ...] = (KindLayout("mfa"), KindLayout("posture-state"), KindLayout("posture-pending"))
 
 
 def build_registry() -> Registry:

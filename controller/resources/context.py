@@ -8,16 +8,33 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from storage.store import ReadTxn, WriteTxn
 
 if TYPE_CHECKING:
     from controller.registry import Registry
 
-__all__ = ["Change", "Environment", "ReadContext", "WriteContext"]
+__all__ = ["Change", "EnrollmentSecrets", "Environment", "ReadContext", "WriteContext"]
 
 T = TypeVar("T")
+
+
+class EnrollmentSecrets(Protocol):
+    """An enrollment's token and JWT, which only the running controller's keys can make
+    (``controller/authentication/enrollment_jwt.py``)."""
+
+    def new_token(self) -> dict[str, str]:
+        """The row fields that stand for a fresh token (the store never holds the token itself)."""
+
+    def token(self, row: Mapping[str, Any]) -> str:
+        """The token of a stored enrollment row."""
+
+    def digest(self, token: str) -> str:
+        """What a row keeps to find the enrollment of ``token``."""
+
+    def enrollment(self, row: Mapping[str, Any]) -> str:
+        """The JWT a client enrols with, for a stored enrollment row."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +43,11 @@ class Environment:
 
     Attributes:
         network_ca_pem: the controller's own CA certificate, the issuer of every certificate it signs.
-        enrollment_jwt: the JWT a client enrols with, for a stored enrollment row (signed with the controller's
-            key, which only the composition root holds).
+        enrollments: enrollment tokens and JWTs.
     """
 
     network_ca_pem: bytes
-    enrollment_jwt: Callable[[Mapping[str, Any]], str]
+    enrollments: EnrollmentSecrets
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,10 @@
 An enrollment belongs to one subject (an identity, an edge router or a transit router) and names its method: ``ott``
 (a certificate signed by the controller's CA), ``ottca`` (a certificate of a third-party CA), ``updb`` (a password)
 for identities, ``erott``/``trott`` for edge and transit routers. A subject has at most one enrollment per method.
-The stored row holds the token and its expiry; the JWT a client enrols with is derived from them when the row is
-shown (``ReadContext.enrollment_jwt``), so refreshing an enrollment (a new token and expiry) changes its JWT too.
+The stored row holds what stands for its token (a nonce and the token's digest, never the token: see
+``controller/authentication/enrollment_jwt.py``) and its expiry; the token and the JWT a client enrols with are
+derived from them when the row is shown (``ReadContext.env``), so refreshing an enrollment (a new token and expiry)
+changes its JWT too.
 
 Enrollments are created by identity and router creates, by ``POST /enrollments``, and by re-enrolling an
 authenticator or a router; the enrolment itself (``controller/authentication/enrollment.py``) consumes one in the
@@ -13,14 +15,13 @@ same write that creates the credential.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from controller.clock import format_time, parse_time
 from controller.errors import ApiError, field_cause, nested_cause, not_found
 from controller.present import entity_ref
-from controller.resources.context import ReadContext, WriteContext
+from controller.resources.context import EnrollmentSecrets, ReadContext, WriteContext
 from controller.resources.fields import string_field
 from controller.resources.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
 from controller.write_path import create_row, put_row
@@ -67,15 +68,25 @@ REFRESH_SCHEMA: dict[str, Any] = {"type": "object", "required": ["expiresAt"],
                                   "properties": {"expiresAt": {"type": "string", "format": "date-time"}}}
 """The body of ``POST /enrollments/{id}/refresh`` and of the re-enroll operations."""
 
+TOKEN_NONCE = "_tokenNonce"
+TOKEN_DIGEST = "_tokenSha256"
+"""The internal row keys that stand for an enrollment's token."""
+
 _CLAIM_SUBJECTS = ("identityId", "edgeRouterId", "transitRouterId")
 
 
-def enrollment_claims(row: Mapping[str, Any], issuer: str) -> dict[str, Any]:
+def enrollment_claims(row: Mapping[str, Any], token: str, issuer: str) -> dict[str, Any]:
     """The claims of an enrollment's JWT: method, issuer (the controller's URL), subject (the identity or router
     id), token and expiry, as OpenZiti endpoints read them."""
     subject = next((row[name] for name in _CLAIM_SUBJECTS if row.get(name)), "")
-    return {"em": row["method"], "ctrls": None, "iss": issuer, "sub": subject, "jti": row["token"], "aud": [""],
+    return {"em": row["method"], "ctrls": None, "iss": issuer, "sub": subject, "jti": token, "aud": [""],
             "exp": int(parse_time(row["expiresAt"]))}
+
+
+def _secrets(ctx: ReadContext) -> EnrollmentSecrets:
+    if ctx.env is None:
+        raise RuntimeError("enrollments need the controller's keys (ReadContext.env)")
+    return ctx.env.enrollments
 
 
 def _invalid(field_name: str, value: Any, reason: str) -> ApiError:
@@ -106,7 +117,7 @@ def add_enrollment(ctx: WriteContext, method: str, subject_field: str, subject_i
         if other is not None and other.get("method") == method:
             raise ApiError("ENROLLMENT_EXISTS", field_cause("method", "an enrollment of this method exists", method))
     body = {"method": method, subject_field: subject_id, "expiresAt": format_time(expires_at), "caId": ca_id,
-            "username": username, "token": str(uuid.uuid4())}
+            "username": username, **_secrets(ctx).new_token()}
     return create_row(ctx, ctx.registry["enrollments"], body, None)
 
 
@@ -150,7 +161,8 @@ def refresh_enrollment(ctx: WriteContext, enrollment_id: str, expires_at: float)
     old = ctx.txn.get("enrollments", enrollment_id)
     if old is None:
         raise not_found("enrollment", enrollment_id)
-    row = {**old, "token": str(uuid.uuid4()), "expiresAt": format_time(expires_at), "updatedAt": format_time(ctx.now)}
+    row = {**old, **_secrets(ctx).new_token(), "expiresAt": format_time(expires_at),
+           "updatedAt": format_time(ctx.now)}
     return put_row(ctx, ctx.registry["enrollments"], row, old, Mode.PATCH)
 
 
@@ -161,7 +173,8 @@ def identity_enrollments(ctx: ReadContext, identity_id: str) -> dict[str, Any]:
         row = ctx.txn.get("enrollments", enrollment_id)
         if row is None or row.get("method") not in IDENTITY_METHODS:
             continue
-        entry: dict[str, Any] = {"id": row["id"], "jwt": _jwt(ctx, row), "token": row["token"],
+        secrets = _secrets(ctx)
+        entry: dict[str, Any] = {"id": row["id"], "jwt": secrets.enrollment(row), "token": secrets.token(row),
                                  "expiresAt": row["expiresAt"]}
         if row["method"] == "ottca":
             entry["caId"] = row.get("caId")
@@ -170,12 +183,10 @@ def identity_enrollments(ctx: ReadContext, identity_id: str) -> dict[str, Any]:
     return out
 
 
-def _jwt(ctx: ReadContext, row: Mapping[str, Any]) -> str | None:
-    return ctx.env.enrollment_jwt(row) if ctx.env is not None else None
-
-
 def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
-    out["jwt"] = _jwt(ctx, row)
+    secrets = _secrets(ctx)
+    out["token"] = secrets.token(row)
+    out["jwt"] = secrets.enrollment(row)
     for name in (*SUBJECT_FIELDS, "caId", "username"):
         out.setdefault(name, None)
 
@@ -184,8 +195,9 @@ ENROLLMENTS = Resource(
     kind="enrollments", singular="enrollment", op_name="Enrollment", op_plural="Enrollments", tag="Enrollment",
     body_name="enrollment",
     fields=(
-        Field("method", {"type": "string", "enum": list(IDENTITY_METHODS)}, required=CREATE_ONLY,
-              writable=CREATE_ONLY, filter=FieldType.STRING),
+        # Identities' methods and routers' (CREATE_SCHEMA limits what a client may ask for).
+        Field("method", {"type": "string", "enum": [*IDENTITY_METHODS, *(m for m, _ in ROUTER_KINDS.values())]},
+              required=CREATE_ONLY, writable=CREATE_ONLY, filter=FieldType.STRING),
         string_field("identityId", required=CREATE_ONLY, writable=CREATE_ONLY, ref="identities",
                      ref_name="identity", on_delete="cascade", default=None),
         string_field("edgeRouterId", writable=CREATE_ONLY, ref="edge-routers", ref_name="edgeRouter",
@@ -197,7 +209,10 @@ ENROLLMENTS = Resource(
         string_field("username", writable=CREATE_ONLY, nullable=True, default=None),
         Field("expiresAt", {"type": "string", "format": "date-time"}, required=CREATE_ONLY, writable=CREATE_ONLY,
               filter=FieldType.DATETIME),
-        string_field("token", writable=CREATE_ONLY, unique=True, default=None),
+        # The token is derived (EnrollmentSecrets.token): what stands for it is stored, never it.
+        string_field("token", writable=frozenset(), stored=False, filterable=False),
+        Field(TOKEN_NONCE, {"type": "string"}, writable=CREATE_ONLY),
+        Field(TOKEN_DIGEST, {"type": "string"}, writable=CREATE_ONLY, unique=True),
     ),
     # Creates and refreshes are enrollment rules of their own (CREATE_SCHEMA, request_enrollment); the fields
     # writable on create above are what those rules and the enrolling subjects' creates set.

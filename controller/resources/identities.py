@@ -27,6 +27,10 @@ __all__ = ["IDENTITIES", "IDENTITY_TYPES", "identity_disabled"]
 
 TYPES = ("User", "Device", "Service", "Router", "Default")
 PRECEDENCES = ["default", "required", "failed"]
+_ENTITY_REF: dict[str, Any] = {"type": "object", "properties": {
+    "id": {"type": "string"}, "name": {"type": "string"}, "entity": {"type": "string"}, "_links": {"type": "object"}}}
+_FLAG: dict[str, Any] = {"type": "boolean"}
+_OBJECT: dict[str, Any] = {"type": "object"}
 
 
 def identity_disabled(row: Mapping[str, Any], now: float) -> bool:
@@ -119,6 +123,11 @@ IDENTITIES = Resource(
     role_filter=True,
     hooks=Hooks(validate=_validate, before_delete=_before_delete, after_write=_after_write,
                 after_create=_after_create, present=_present),
+    errors={"delete": (400,)},  # the default admin
+    # What _present adds, and ``type``, which answers show as a reference to the identity type (its id in typeId).
+    presented={"type": _ENTITY_REF, "typeId": {"type": "string", "enum": list(TYPES)}, "disabled": _FLAG,
+               "authenticators": _OBJECT, "enrollment": _OBJECT, "hasApiSession": _FLAG, "isMfaEnabled": _FLAG,
+               "envInfo": _OBJECT, "sdkInfo": _OBJECT, "hasEdgeRouterConnection": _FLAG, "hasRouterConnection": _FLAG},
 )
 
 IDENTITY_TYPES = Resource(

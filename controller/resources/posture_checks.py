@@ -43,6 +43,7 @@ _PROCESS_MULTI = {
                              "signerFingerprints": _STRINGS}},
 }
 _REQUIRED_CU = frozenset({Mode.CREATE, Mode.UPDATE})
+_TYPE_VERSION = "1"
 
 VARIANTS = Variants("typeId", (
     Variant("OS", (Field("operatingSystems", _OPERATING_SYSTEMS, required=_REQUIRED_CU),)),
@@ -96,6 +97,12 @@ def _present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> N
     out["isSystem"] = False
 
 
+def _present_type(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
+    # A posture check type's version is a string (a check's own is an integer); rows seeded by earlier releases
+    # hold the number 1, so whatever is stored is shown as a string.
+    out["version"] = str(row.get("version", _TYPE_VERSION))
+
+
 POSTURE_CHECKS = Resource(
     kind="posture-checks", singular="postureCheck", op_name="PostureCheck", op_plural="PostureChecks",
     tag="Posture Checks", body_name="postureCheck",
@@ -116,6 +123,7 @@ POSTURE_CHECK_TYPES = Resource(
     fields=(string_field("name"), Field("operatingSystems", {"type": "array"}, writable=frozenset())),
     operations=frozenset({"list", "detail"}),
     admin_only=False,
-    seed=tuple({"id": type_id, "name": name, "operatingSystems": [], "version": 1}
+    seed=tuple({"id": type_id, "name": name, "operatingSystems": [], "version": _TYPE_VERSION}
                for type_id, name in TYPE_NAMES.items()),
+    hooks=Hooks(present=_present_type),
 )

@@ -79,14 +79,18 @@ def _presenter(kind: str) -> Present:
                                                                                   row["id"]):
             enrollment = ctx.txn.get("enrollments", enrollment_id)
             if enrollment is not None:
-                out["enrollmentToken"] = enrollment["token"]
+                if ctx.env is not None:
+                    out["enrollmentToken"] = ctx.env.enrollments.token(enrollment)
+                    out["enrollmentJwt"] = ctx.env.enrollments.enrollment(enrollment)
                 out["enrollmentCreatedAt"] = enrollment["createdAt"]
                 out["enrollmentExpiresAt"] = enrollment["expiresAt"]
-                out["enrollmentJwt"] = ctx.env.enrollment_jwt(enrollment) if ctx.env is not None else None
         if kind == "edge-routers":
             out["hostname"] = ""
             out["supportedProtocols"] = {}
             out["syncStatus"] = "SYNC_UNKNOWN"
+            # The spec requires the version properties at the top level; the reference controller answers them
+            # in versionInfo. Both, so that clients of either decode them.
+            out.update(_VERSION_INFO)
             out["versionInfo"] = dict(_VERSION_INFO)
             out["roleAttributes"] = row.get("roleAttributes") or []
             out["appData"] = row.get("appData") or {}

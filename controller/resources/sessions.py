@@ -7,12 +7,13 @@ from typing import Any
 
 from controller.resources.context import ReadContext
 from controller.resources.fields import NAME, REQUIRED_CU, bool_field, object_field, string_field, string_list
-from controller.resources.spec import Hooks, Mode, Resource
+from controller.resources.spec import Field, Hooks, Mode, Resource
 
 __all__ = ["API_SESSIONS", "AUTH_POLICIES", "DEFAULT_AUTH_POLICY"]
 
 
 def _api_session_present(ctx: ReadContext, row: Mapping[str, Any], out: dict[str, Any]) -> None:
+    out["token"] = ""
     out.setdefault("authQueries", [])
     out.setdefault("configTypes", [])
     out["cachedLastActivityAt"] = row.get("lastActivityAt")
@@ -23,7 +24,10 @@ API_SESSIONS = Resource(
     kind="api-sessions", singular="apiSession", op_name="APISessions", op_plural="APISessions", tag="API Session",
     body_name="apiSession",
     fields=(
-        string_field("token", writable=frozenset({Mode.CREATE})),
+        # Shown empty: the store keeps only the token's digest (api_sessions.TOKEN_DIGEST); only the session's own
+        # client, which presents it, sees its token (current-api-session).
+        string_field("token", writable=frozenset(), stored=False, filterable=False),
+        Field("_tokenSha256", {"type": "string"}, writable=frozenset({Mode.CREATE})),
         string_field("identityId", writable=frozenset({Mode.CREATE}), ref="identities", ref_name="identity",
                      on_delete="cascade"),
         string_field("authenticatorId", writable=frozenset({Mode.CREATE})),

@@ -77,6 +77,8 @@ class Field:
         stored: False for request-only fields (a password, an enrollment request) that hooks consume.
         on_delete: what deleting the referenced row does to this one: ``refuse`` (409), ``cascade`` (delete this
             row too) or ``nullify`` (clear the field).
+        hashed_into: for a request-only secret (a password): the internal field that stores its hash instead;
+            the domain hashes it off the event loop before the write.
     """
 
     name: str
@@ -93,6 +95,7 @@ class Field:
     indexed_set: bool = False
     stored: bool = True
     on_delete: str = "refuse"
+    hashed_into: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +193,11 @@ class Resource:
             read snapshots until the next such write (``storage.store.SharedMemo``).
         indexes: field combinations the domain looks rows up by (composite indexes,
             ``storage.store.ReadTxn.ids_by_fields``); each name must be a field of the kind.
+        errors: standard operation (``create``, ``update``, ``patch``, ``delete``) -> statuses its rules may
+            answer beyond those every kind's do (400 for a bad body, 404 for an unknown id, 409 for a referenced
+            delete): what the OpenAPI document promises; the hooks decide.
+        presented: JSON schemas of the fields the ``present`` hook adds to answers or whose stored value it
+            replaces there; the OpenAPI document shows these instead of the stored fields' schemas.
     """
 
     kind: str
@@ -211,6 +219,8 @@ class Resource:
     seed: tuple[Mapping[str, Any], ...] = ()
     shapes_access: bool = False
     indexes: tuple[tuple[str, ...], ...] = ()
+    errors: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    presented: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     # Every write and every presented row asks for all_fields(): derived once, when the spec is made.
     _all_fields: tuple[Field, ...] = field(init=False, repr=False, compare=False, default=())

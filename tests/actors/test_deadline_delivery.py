@@ -64,6 +64,9 @@ class SlowBehavior:
     def deadline_message(self, deadline: float) -> Fired:
         return Fired(deadline)
 
+    def failed(self, message: Any, error: Exception) -> None:
+        raise AssertionError(f"{message} failed: {error}")
+
     async def perform(self, key: str, before: State, after: State, effects: Sequence[str]) -> State:
         # Every write takes a second, a slow one five: time for a wrongly re-armed deadline to fire again.
         await trio.sleep(5 if "slow" in effects else 1)

@@ -41,8 +41,13 @@ class Read:
 
 
 @dataclass(frozen=True)
+class BrokenLoad:
+    reply: OneShot[Counter]
+
+
+@dataclass(frozen=True)
 class Boom:
-    pass
+    reply: OneShot[Counter] | None = None
 
 
 class CounterBehavior:
@@ -54,6 +59,8 @@ class CounterBehavior:
 
     def load(self, key: str) -> Counter:
         self.loads += 1
+        if key == "unloadable":
+            raise ValueError("corrupt state")
         return self.stored.get(key, Counter())
 
     def handle(self, state: Counter, message: Any, now: float) -> tuple[Counter, Sequence[str]]:
@@ -69,6 +76,8 @@ class CounterBehavior:
                 return state, []
             case Boom():
                 raise RuntimeError("boom")
+            case BrokenLoad():
+                raise AssertionError("never handled: the state does not load")
         raise AssertionError(message)
 
     def next_deadline(self, state: Counter) -> float | None:
@@ -76,6 +85,10 @@ class CounterBehavior:
 
     def deadline_message(self, deadline: float) -> Fired:
         return Fired(deadline)
+
+    def failed(self, message: Any, error: Exception) -> None:
+        if isinstance(message, Boom | BrokenLoad) and message.reply is not None:
+            message.reply.fail(error)
 
     async def perform(self, key: str, before: Counter, after: Counter, effects: Sequence[str]) -> Counter:
         self.stored[key] = after
@@ -156,6 +169,17 @@ async def test_a_crash_restarts_only_that_actor(nursery: trio.Nursery, caplog: p
     assert (await registry.ask("b", Read)).count == 10
     assert registry.crashed == 1
     assert any("actor crashed" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_crash_answers_the_waiting_request_with_its_error(nursery: trio.Nursery) -> None:
+    registry, _ = await open_registry(nursery)
+    registry.post("a", Add(1))
+    with pytest.raises(RuntimeError, match="boom"):
+        await registry.ask("a", Boom)
+    assert (await registry.ask("a", Read)).count == 1  # restarted from its persisted state
+    with pytest.raises(ValueError, match="corrupt state"):
+        await registry.ask("unloadable", BrokenLoad)
+    assert registry.crashed == 2
 
 
 async def test_many_actors_with_deadlines(nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> None:

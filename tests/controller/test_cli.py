@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ import trio
 
 from controller.bootstrap import bootstrap
 from controller.cli import parse_settings
+from controller.domain import Domain
 from controller.main import serve_controller
 from controller.resources.catalog import build_registry
 from controller.root import Controller
@@ -112,6 +114,36 @@ async def test_a_random_admin_password_is_made_once_and_kept_private(tmp_path: P
 
     assert await _bootstrap_once(settings) == (None, False)
     assert path.read_text() == f"username=admin\npassword={password}\n"
+
+
+async def test_the_credentials_are_durable_before_the_admin_commits(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash between the admin's commit and the file would leave an admin whose password nobody has: the file
+    comes first, so a crash before the commit leaves only a stale file, which the next start replaces."""
+    settings = make_settings(tmp_path, admin_password=None)
+    path = tmp_path / "admin-credentials"
+    seen: list[str] = []
+
+    async def power_cut(self: Domain, fn: Any) -> Any:
+        seen.append(path.read_text())
+        raise RuntimeError("power cut before the commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Domain, "write", power_cut)
+        with pytest.raises(ExceptionGroup) as crashed:
+            await _bootstrap_once(settings)
+    assert crashed.group_contains(RuntimeError, match="power cut")
+    assert len(seen) == 1 and seen[0].startswith("username=admin\npassword=")
+    controller = Controller.open(settings)
+    try:
+        with controller.store.read() as txn:
+            assert txn.meta("defaultAdminId") is None
+    finally:
+        controller.close()
+
+    password, created = await _bootstrap_once(settings)
+    assert created and password is not None
+    assert path.read_text() == f"username=admin\npassword={password}\n" != seen[0]
 
 
 async def test_a_given_admin_password_writes_no_file(tmp_path: Path) -> None:

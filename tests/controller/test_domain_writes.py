@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.messages import CreateSession, EndpointStateReported, MfaPassed, ReadState
+from actors.messages import CreateSession, MfaPassed, PostureReported, ReadState
 from controller.errors import ApiError
 from controller.posture.engine import STATE_KIND
 from controller.resources.context import Change, WriteContext
@@ -65,8 +65,7 @@ async def test_an_actor_whose_identity_was_deleted_answers_and_drops_its_state(c
     with pytest.raises(ApiError) as missing:
         await controller.engine.ask(identity_id, ReadState)
     assert missing.value.code == "NOT_FOUND"
-    report = await controller.engine.ask(identity_id, lambda reply: EndpointStateReported("api-1", True, False,
-                                                                                          reply))
+    report = await controller.engine.ask(identity_id, lambda reply: PostureReported("api-1", (), reply, woken=True))
     assert report == []
     with controller.store.read() as txn:
         assert not txn.exists(STATE_KIND, identity_id)

@@ -11,7 +11,6 @@ from actors.messages import (
     ApiSessionStarted,
     CreateSession,
     DeadlineReached,
-    EndpointStateReported,
     MfaPassed,
     MfaRemoved,
     PostureReported,
@@ -28,6 +27,7 @@ from controller.posture.machine import (
     Reply,
     ReportTimers,
     Revaluate,
+    SessionPosture,
     handle,
     mark_timed_out,
     record_failure,
@@ -56,16 +56,16 @@ def test_posture_responses_update_records_and_ask_for_reevaluation() -> None:
 
 
 def test_mfa_and_endpoint_state_are_per_api_session() -> None:
-    state, _ = handle(IdentityState("i1"), ApiSessionStarted("s1", {"type": "ziti-sdk-c"}), 1.0)
+    state, _ = handle(IdentityState("i1"), ApiSessionStarted("s1"), 1.0)
+    assert state.sessions["s1"] == SessionPosture()
     state, effects = handle(state, MfaPassed("s1"), 10.0)
     assert effects == [Persist(), Revaluate()]
     assert state.sessions["s1"].mfa.passed_mfa_at == 10.0
-    assert state.sessions["s1"].sdk_info == {"type": "ziti-sdk-c"}
-    state, effects = handle(state, EndpointStateReported("s1", woken=True, unlocked=False), 20.0)
+    state, effects = handle(state, PostureReported("s1", (), woken=True, unlocked=False), 20.0)
     assert state.sessions["s1"].mfa.woken_at == 20.0
     assert state.sessions["s1"].mfa.unlocked_at is None
     assert effects[:2] == [Persist(), Revaluate()] and isinstance(effects[2], ReportTimers)
-    state, _ = handle(state, EndpointStateReported("s1", woken=False, unlocked=True), 30.0)
+    state, _ = handle(state, PostureReported("s1", (), woken=False, unlocked=True), 30.0)
     assert state.sessions["s1"].mfa.woken_at == 20.0  # a false flag never clears
     assert state.sessions["s1"].mfa.unlocked_at == 30.0
     state, _ = handle(state, MfaPassed("s2"), 40.0)
@@ -113,7 +113,7 @@ def test_codec_round_trip() -> None:
         {"id": "c4", "typeId": "PROCESS", "path": "/bin/a", "isRunning": True, "signerFingerprints": ["ab"]},
     )), 100.0)
     state, _ = handle(state, MfaPassed("s1"), 110.0)
-    state, _ = handle(state, EndpointStateReported("s1", True, True), 120.0)
+    state, _ = handle(state, PostureReported("s1", (), woken=True, unlocked=True), 120.0)
     state = record_failure(state, {"when": "x"})
     state = mark_timed_out(state, ["s1"])
     assert decode_state("i1", encode_state(state)) == state

@@ -4,10 +4,7 @@ not; an index that the data directory's writer did not have is built on open."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import lmdb
 import trio
@@ -15,26 +12,11 @@ import trio.testing
 
 from controller.clock import Clock
 from controller.resources.edge_sessions import SAME_REQUEST
-from controller.root import Controller
 from storage.indexes import index_name
-from tests.support import Api, make_settings, make_user, start_controller
+from tests.support import Api, make_user, running
 from web.app import create_app
 
 EPOCH = 1_700_000_000.0
-
-
-@asynccontextmanager
-async def running(data_dir: Path, clock: Clock | None = None, **overrides: Any) -> AsyncIterator[Controller]:
-    """A controller for the duration of the block, then stopped as ``main`` stops it: flush, cancel, close."""
-    settings = make_settings(data_dir, admin_password=None, **overrides)
-    async with trio.open_nursery() as nursery:
-        controller = await start_controller(settings, nursery, clock)
-        try:
-            yield controller
-            await controller.sessions.flush()
-        finally:
-            nursery.cancel_scope.cancel()
-    controller.close()
 
 
 def _credentials(data_dir: Path) -> dict[str, str]:
@@ -43,7 +25,7 @@ def _credentials(data_dir: Path) -> dict[str, str]:
 
 
 async def test_everything_survives_a_restart(tmp_path: Path) -> None:
-    async with running(tmp_path) as controller:
+    async with running(tmp_path, admin_password=None) as controller:
         credentials = _credentials(tmp_path)
         anon = Api(create_app(controller), controller=controller)
         admin = await anon.login(credentials["username"], credentials["password"])
@@ -55,7 +37,7 @@ async def test_everything_survives_a_restart(tmp_path: Path) -> None:
         session_id = last_use.data["id"]
         last_activity = last_use.data["lastActivityAt"]
 
-    async with running(tmp_path) as controller:
+    async with running(tmp_path, admin_password=None) as controller:
         assert _credentials(tmp_path) == credentials  # not rewritten: no new password was made up
         anon = Api(create_app(controller), controller=controller)
         # The row as persisted at shutdown, read through a second admin session so the first is not touched.
@@ -76,7 +58,7 @@ async def test_everything_survives_a_restart(tmp_path: Path) -> None:
 
 
 async def test_a_session_that_expired_while_down_is_gone(tmp_path: Path) -> None:
-    async with running(tmp_path, Clock(wall_base=EPOCH), session_timeout=600) as controller:
+    async with running(tmp_path, Clock(wall_base=EPOCH), session_timeout=600, admin_password=None) as controller:
         credentials = _credentials(tmp_path)
         anon = Api(create_app(controller), controller=controller)
         stale = await anon.login(credentials["username"], credentials["password"])
@@ -84,7 +66,7 @@ async def test_a_session_that_expired_while_down_is_gone(tmp_path: Path) -> None
         stale_id = (await stale.get("/current-api-session")).data["id"]
 
     # Ten minutes and one second later on the wall clock: every session of the first run has expired.
-    async with running(tmp_path, Clock(wall_base=EPOCH + 601), session_timeout=600) as controller:
+    async with running(tmp_path, Clock(wall_base=EPOCH + 601), session_timeout=600, admin_password=None) as controller:
         anon = Api(create_app(controller), controller=controller)
         assert (await anon.with_token(stale.token).get("/current-identity")).status == 401
         assert (await anon.with_token(second.token).get("/current-identity")).status == 401
@@ -96,7 +78,7 @@ async def test_a_session_that_expired_while_down_is_gone(tmp_path: Path) -> None
 
 
 async def test_sessions_are_found_again_after_their_index_is_built_on_open(tmp_path: Path) -> None:
-    async with running(tmp_path) as controller:
+    async with running(tmp_path, admin_password=None) as controller:
         credentials = _credentials(tmp_path)
         admin = await Api(create_app(controller), controller=controller).login(credentials["username"],
                                                                                credentials["password"])
@@ -128,7 +110,7 @@ async def test_sessions_are_found_again_after_their_index_is_built_on_open(tmp_p
         txn.drop(index)
     env.close()
 
-    async with running(tmp_path) as controller:
+    async with running(tmp_path, admin_password=None) as controller:
         client = Api(create_app(controller), controller=controller).as_client().with_token(client.token)
         for (service_id, session_type), session_id in sessions.items():
             again = await client.post("/sessions", {"serviceId": service_id, "type": session_type})

@@ -23,7 +23,7 @@ from quart import request
 from quart_trio import QuartTrio
 
 from controller.authentication import Pki, ensure_pki
-from controller.authentication.trust import ClientTrust
+from controller.authentication.tls_contexts import TlsContexts
 from tests.support import seed_pki
 from web.client_certs import PEER_CONNECTIONS, TlsExtension, client_certificate
 from web.server import serve
@@ -72,7 +72,7 @@ def issue(directory: Path, name: str, issuer: x509.Certificate | None, issuer_ke
 class Running:
     url: str
     pki: Pki
-    trust: ClientTrust
+    trust: TlsContexts
     calls: list[str]  # the path of every request the app received
     both_arrived: trio.Event
 
@@ -117,7 +117,7 @@ def _app(calls: list[str], both_arrived: trio.Event) -> QuartTrio:
 async def running(data_dir: Path, *, tls: bool = True) -> AsyncIterator[Running]:
     seed_pki(data_dir)
     pki = ensure_pki(data_dir / "pki")
-    trust = ClientTrust(pki.ca_pem.decode())
+    trust = TlsContexts(pki.ca_pem.decode())
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
@@ -190,8 +190,8 @@ async def test_a_ca_added_at_run_time_is_trusted_from_the_next_handshake(tmp_pat
                 await client.get("/peer")
         assert server.calls == []
 
-        server.trust.add(intermediate.pem)
-        server.trust.add(intermediate.pem)  # twice is once
+        server.trust.add_ca(intermediate.pem)
+        server.trust.add_ca(intermediate.pem)  # twice is once
         assert server.trust.certificates == (server.pki.ca_pem.decode(), intermediate.pem)
         async with server.client(device) as client:
             assert (await client.get("/peer")).json()["sha1"] == device.sha1

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from controller.main import serve_controller
 from controller.root import Controller
 from controller.settings import Settings
+from tests.support import read_http_response
 
 ADMIN = {"username": "admin", "password": "e2e-admin-password"}
 MGMT = "/edge/management/v1"
@@ -190,18 +191,7 @@ async def test_chunked_uploads_over_the_limit_are_refused_over_the_wire(tmp_path
             wire += connection.send(h11.Data(data=chunk))
         wire += connection.send(h11.EndOfMessage())
         await stream.send_all(wire)
-        body = b""
-        status = 0
-        while True:
-            event = connection.next_event()
-            if event is h11.NEED_DATA:
-                connection.receive_data(await stream.receive_some())
-            elif isinstance(event, h11.Response):
-                status = event.status_code
-            elif isinstance(event, h11.Data):
-                body += event.data
-            elif isinstance(event, h11.EndOfMessage):
-                break
+        status, body = await read_http_response(stream, connection)
         await stream.aclose()
         assert status == 413
         assert json.loads(body)["error"]["code"] == "REQUEST_TOO_LARGE"

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pyotp
 
 from tests.e2e.test_e2e import ADMIN, Server, running
+from tests.support import totp
 
 CLIENT = "/edge/client/v1"
 
@@ -66,8 +66,12 @@ async def _scenario(server: Server) -> None:
 
         assert (await client.post("/current-identity/mfa", headers=headers)).status_code == 201
         url = (await client.get("/current-identity/mfa", headers=headers)).json()["data"]["provisioningUrl"]
-        totp = pyotp.TOTP(url.split("secret=")[1].split("&")[0])
-        verified = await client.post("/current-identity/mfa/verify", json={"code": totp.now()}, headers=headers)
+        secret = url.split("secret=")[1].split("&")[0]
+        # Each TOTP step is accepted once, and this runs on the real clock (no sleeping to the next step): the
+        # enrolment brings the current step's code and the MFA login below the next step's (one step ahead is
+        # within the window).
+        code = totp(server.controller, secret)
+        verified = await client.post("/current-identity/mfa/verify", json={"code": code}, headers=headers)
         assert verified.status_code == 200, verified.text
         mfa_session = await client.post("/sessions", json={"serviceId": mfa_service}, headers=headers)
         assert mfa_session.status_code == 201, mfa_session.text
@@ -89,7 +93,8 @@ async def _scenario(server: Server) -> None:
         second = await _login(client, "laptop", "laptop-password")
         partial = await client.post("/sessions", json={"serviceId": mfa_service}, headers={"zt-session": second})
         assert partial.status_code == 401
-        done = await client.post("/authenticate/mfa", json={"code": totp.now()}, headers={"zt-session": second})
+        code = totp(server.controller, secret, 1)
+        done = await client.post("/authenticate/mfa", json={"code": code}, headers={"zt-session": second})
         assert done.status_code == 200
         again = await client.post("/sessions", json={"serviceId": mfa_service}, headers={"zt-session": second})
         assert again.status_code == 201

@@ -12,6 +12,7 @@ import pytest
 
 from storage.batch import Outcome, run_batch
 from storage.keys import MAX_KEY_BYTES, UnstorableValue
+from storage.rows import UnencodableValue
 from storage.store import KindLayout, Store, StoreInUse, UniqueViolation, WriteTxn
 
 THINGS = KindLayout("things", unique=("name", "code"), sets=("labels",), refs=("ownerId",))
@@ -152,6 +153,25 @@ def test_values_lmdb_cannot_key_are_refused_before_any_write(store: Store, row: 
         assert txn.get("things", "t1") == {"id": "t1", "name": "kept", "labels": ["kept"]}
         assert txn.by_unique("things", "name", "kept") == "t1"
         assert txn.ids_by_set("things", "labels", "kept") == ["t1"]
+
+
+@pytest.mark.parametrize(("kind", "data", "path", "value"), [
+    ("things", {"n": 2**64}, "data.n", 2**64),
+    ("things", {"a": [0, {"b": -(2**63) - 1}]}, "data.a[1].b", -(2**63) - 1),
+    ("owners", [1, [2, 3**50]], "data[1][1]", 3**50),
+])
+def test_integers_msgpack_cannot_hold_are_refused_with_their_path(store: Store, kind: str, data: Any, path: str,
+                                                                  value: int) -> None:
+    kept = {"id": "t1", "name": "kept", "labels": ["kept"], "data": {"n": 2**64 - 1, "m": -(2**63)}}
+    _write(store, lambda txn: txn.put(kind, kept))
+    with pytest.raises(UnencodableValue) as caught:
+        _write(store, lambda txn: txn.put(kind, {"id": "t1", "name": "new", "labels": ["new"], "data": data}))
+    assert (caught.value.path, caught.value.value) == (path, value)
+    with store.read() as txn:
+        assert txn.get(kind, "t1") == kept
+        if kind == "things":
+            assert (txn.by_unique("things", "name", "kept"), txn.by_unique("things", "name", "new")) == ("t1", None)
+            assert txn.ids_by_set("things", "labels", "kept") == ["t1"]
 
 
 def test_the_longest_storable_value_is_accepted(store: Store) -> None:

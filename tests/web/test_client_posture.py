@@ -5,11 +5,10 @@ Time-dependent cases run on Trio's virtual clock and assert exact instants.
 
 from __future__ import annotations
 
-import pyotp
 import trio
 
 from controller.root import Controller
-from tests.support import Api, make_user
+from tests.support import Api, make_user, next_totp, totp
 from tests.web.test_mfa import enrol
 
 
@@ -177,19 +176,20 @@ async def test_wake_grace_period_and_new_mfa(admin: Api, controller: Controller,
     assert (await admin.get(f"/sessions/{session_id}")).status == 404
 
     # A new MFA inside the grace period of an unlock keeps the session.
-    code = pyotp.TOTP(secret).at(int(controller.clock.now()))
+    code = totp(controller, secret)
     assert (await client.post("/authenticate/mfa", {"code": code})).status == 200
     session_id = (await client.post("/sessions", {"serviceId": ids["service"]})).data["id"]
     await client.post("/posture-response", {"id": "x", "typeId": "ENDPOINT_STATE", "unlocked": True})
     await trio.sleep(100)
     await trio.sleep(1)  # step past the 30 s TOTP window so the next code differs from the last one
-    code = pyotp.TOTP(secret).at(int(controller.clock.now()))
+    code = totp(controller, secret)
     assert (await client.post("/authenticate/mfa", {"code": code})).status == 200
     await trio.sleep(400)
     assert (await admin.get(f"/sessions/{session_id}")).status == 200
 
 
-async def test_login_with_mfa_is_partial_until_the_code(admin: Api, anon: Api, controller: Controller) -> None:
+async def test_login_with_mfa_is_partial_until_the_code(admin: Api, anon: Api, controller: Controller,
+                                                        autojump_clock: trio.testing.MockClock) -> None:
     _, client = await user(admin)
     secret = await enrol_mfa(client, controller)
     partial = await anon.login("user1", "user-password")
@@ -198,6 +198,5 @@ async def test_login_with_mfa_is_partial_until_the_code(admin: Api, anon: Api, c
     assert detail["authQueries"][0]["typeId"] == "MFA"
     assert (await partial.get("/current-identity")).status == 401
     assert (await partial.post("/authenticate/mfa", {"code": "000000"})).status == 400
-    code = pyotp.TOTP(secret).at(int(controller.clock.now()))
-    assert (await partial.post("/authenticate/mfa", {"code": code})).status == 200
+    assert (await partial.post("/authenticate/mfa", {"code": await next_totp(controller, secret)})).status == 200
     assert (await partial.get("/current-identity")).status == 200

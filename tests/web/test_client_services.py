@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyotp
 import trio
 
 from controller.clock import format_time
 from controller.root import Controller
-from tests.support import Api
+from tests.support import Api, next_totp
 from tests.web.test_client_posture import dial_policy, enrol_mfa, network, user
 
 
@@ -252,7 +251,7 @@ async def test_services_need_a_full_session(anon: Api) -> None:
 
 
 async def test_legacy_sdks_see_no_remaining_time_when_the_check_ignores_them(
-        admin: Api, anon: Api, controller: Controller) -> None:
+        admin: Api, anon: Api, controller: Controller, autojump_clock: trio.testing.MockClock) -> None:
     ids = await network(admin)
     await admin.create("/posture-checks", {"name": "mfa", "typeId": "MFA", "roleAttributes": ["mfa"],
                                            "timeoutSeconds": 600, "ignoreLegacyEndpoints": True})
@@ -272,8 +271,7 @@ async def test_legacy_sdks_see_no_remaining_time_when_the_check_ignores_them(
                                                               "sdkInfo": sdk}, query={"method": "password"})
         assert login.status == 200
         client = anon.as_client().with_token(login.data["token"])
-        code = pyotp.TOTP(secret).at(int(controller.clock.now()))
-        assert (await client.post("/authenticate/mfa", {"code": code})).status == 200
+        assert (await client.post("/authenticate/mfa", {"code": await next_totp(controller, secret)})).status == 200
         assert await remaining(client) == expected, sdk
 
 

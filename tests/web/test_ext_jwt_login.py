@@ -20,7 +20,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import jwt
 import msgspec
-import pyotp
 import pytest
 import trio
 from cryptography import x509
@@ -37,7 +36,17 @@ from controller.clock import Clock
 from controller.resources.sessions import DEFAULT_AUTH_POLICY
 from controller.root import Controller
 from tests.controller.test_jwks import JwksServer, make_pki, start_jwks_server
-from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, CLIENT, Api, Reply, make_settings, start_controller
+from tests.support import (
+    ADMIN_PASSWORD,
+    ADMIN_USERNAME,
+    CLIENT,
+    Api,
+    Reply,
+    make_settings,
+    next_totp,
+    start_controller,
+    totp,
+)
 from web.app import create_app
 
 EPOCH = 1_700_000_000.0
@@ -333,10 +342,6 @@ async def test_the_factor_lapses_at_the_jwt_expiry(admin: Api, anon: Api, contro
     assert (await user.get("/current-identity", headers=bearer(setup.token(minutes=5)))).status == 200
 
 
-def totp(controller: Controller, secret: str) -> str:
-    return pyotp.TOTP(secret).at(int(controller.clock.now()))
-
-
 async def enrol(api: Api, controller: Controller) -> str:
     """Enrol and verify MFA for the caller's identity; returns the TOTP secret."""
     assert (await api.post("/current-identity/mfa")).status == 201
@@ -346,7 +351,8 @@ async def enrol(api: Api, controller: Controller) -> str:
     return secret
 
 
-async def test_mfa_and_the_external_jwt_are_both_owed(admin: Api, anon: Api, controller: Controller) -> None:
+async def test_mfa_and_the_external_jwt_are_both_owed(admin: Api, anon: Api, controller: Controller,
+                                                      autojump_clock: MockClock) -> None:
     setup = await secondary_setup(admin, controller)
     _, first = await password_login(anon)
     secret = await enrol(first, controller)  # the MFA routes are open to a partial session
@@ -357,7 +363,7 @@ async def test_mfa_and_the_external_jwt_are_both_owed(admin: Api, anon: Api, con
     assert (reply.data["authQueries"], reply.data["isMfaRequired"]) == ([mfa_query, EXT_JWT_QUERY], True)
     assert_unauthorized(await user.get("/current-identity", headers=bearer(setup.token())))
     assert (await user.get("/current-api-session")).data["authQueries"] == [mfa_query]
-    assert (await user.post("/authenticate/mfa", {"code": totp(controller, secret)})).status == 200
+    assert (await user.post("/authenticate/mfa", {"code": await next_totp(controller, secret)})).status == 200
     assert (await user.get("/current-api-session")).data["authQueries"] == []
     assert (await user.get("/current-identity")).status == 200
 
@@ -376,11 +382,12 @@ async def running(data_dir: Path, wall: float) -> AsyncIterator[Api]:
 
 
 async def test_a_restart_keeps_what_each_session_owes(tmp_path: Path) -> None:
+    jwt_expiry = EPOCH + 300
     async with running(tmp_path, EPOCH) as anon:
         assert anon.controller is not None
         admin = await anon.login(ADMIN_USERNAME, ADMIN_PASSWORD)
         setup = await secondary_setup(admin, anon.controller)
-        _, satisfied = await password_login(anon, [idp("corp").token(EPOCH + 300, sub=setup.user_id)])
+        _, satisfied = await password_login(anon, [idp("corp").token(jwt_expiry, sub=setup.user_id)])
         _, owing = await password_login(anon)
 
     async with running(tmp_path, EPOCH + 10) as anon:
@@ -388,7 +395,7 @@ async def test_a_restart_keeps_what_each_session_owes(tmp_path: Path) -> None:
         assert_unauthorized(await anon.with_token(owing.token).as_client().get("/current-identity"))
 
     # After the JWT's expiry (plus the leeway) the satisfied session owes a fresh one, as it would have running.
-    async with running(tmp_path, EPOCH + 300 + CLOCK_LEEWAY_SECONDS) as anon:
+    async with running(tmp_path, jwt_expiry + CLOCK_LEEWAY_SECONDS) as anon:
         user = anon.with_token(satisfied.token).as_client()
         assert_unauthorized(await user.get("/current-identity"))
         assert (await user.get("/current-api-session")).data["authQueries"] == [EXT_JWT_QUERY]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,11 +123,35 @@ async def test_password_hashing_runs_with_bounded_concurrency(tmp_path: Path, nu
             logins.start_soon(login, index)
 
     assert sorted(statuses) == [200] * 5 + [401] * 5
-    stats = controller.sessions.statistics()
-    assert stats.max_concurrent_hashes == 2
-    assert stats.hashes_peak == 2  # the ten logins did queue: two ran at once, never more
-    assert stats.hashes_running == 0
-    assert stats.hashes_waiting == 0
+    stats = controller.hashing.statistics()
+    assert stats.max_concurrent == 2
+    assert stats.peak == 2  # the ten logins did queue: two ran at once, never more
+    assert (stats.running, stats.waiting, stats.refused) == (0, 0, 0)
+
+
+async def test_a_password_an_admin_sets_is_hashed_off_the_event_loop(tmp_path: Path, nursery: trio.Nursery,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Creating or replacing an updb authenticator hashes its password in a worker thread, through the same bounded
+    queue as logins: an admin's request never stalls every other request for a hash's duration."""
+    controller, admin = await _stack(tmp_path, nursery, worker_threads=True, max_concurrent_hashes=1)
+    threads: list[str] = []
+    real = passwords.hash_password
+
+    def recorded(password: str) -> str:
+        threads.append(threading.current_thread().name)
+        return real(password)
+
+    monkeypatch.setattr(passwords, "hash_password", recorded)
+    identity_id = await admin.create("/identities", {"name": "u", "type": "User", "isAdmin": False})
+    authenticator = await admin.create("/authenticators", {"method": "updb", "identityId": identity_id,
+                                                           "username": "user-u", "password": "first-password"})
+    assert (await admin.put(f"/authenticators/{authenticator}", {"username": "user-u", "password": "second-password"})
+            ).status == 200
+    assert len(threads) == 2 and threading.main_thread().name not in threads
+    assert controller.hashing.statistics().peak == 1
+    login = await admin.with_token(None).post("/authenticate", {"username": "user-u", "password": "second-password"},
+                                              query={"method": "password"})
+    assert login.status == 200
 
 
 async def test_unexpected_exceptions_become_500_without_internals(anon: Api, controller: Controller,

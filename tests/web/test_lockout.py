@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 from controller.authentication.lockout import FailedLogins, lockout_minutes
+from controller.authentication.throttle import GuessThrottles
 from controller.clock import Clock, format_time, parse_time
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_settings, make_user, start_controller
 from web.app import create_app
@@ -36,6 +37,13 @@ async def _login(api: Api, username: str, password: str = "user-password", *, cl
         assert reply.error["code"] == "INVALID_AUTH"
         assert "zt-session" not in reply.headers
     return reply.status
+
+
+@pytest.fixture(autouse=True)
+def no_throttle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count wrong passwords against the auth policy's lockout: the throttle on guessing, which refuses
+    a sixth wrong password in a row for a while (tests/web/test_guessing.py), would stop them first."""
+    monkeypatch.setattr(GuessThrottles, "check_password", lambda self, username, address: None)
 
 
 async def _user_under(admin: Api, name: str, max_attempts: int, minutes: int) -> tuple[str, Api]:
@@ -171,13 +179,13 @@ async def test_an_identity_deleted_during_the_failing_login_still_gets_401(admin
     assert controller is not None
     identity_id, _ = await _user_under(admin, "tomas", max_attempts=1, minutes=5)
     assert await _login(admin, "tomas", "wrong-password") == 401
-    verify = controller.sessions.verify_password
+    verify = controller.hashing.verify
 
     async def deleting_verify(password: str, stored: str | None) -> bool:
         # The identity goes while its password is being checked: the lockout finds nothing to disable.
         assert (await admin.delete(f"/identities/{identity_id}")).status == 200
         return await verify(password, stored)
 
-    monkeypatch.setattr(controller.sessions, "verify_password", deleting_verify)
+    monkeypatch.setattr(controller.hashing, "verify", deleting_verify)
     assert await _login(admin, "tomas", "wrong-password") == 401
     assert (await admin.get(f"/identities/{identity_id}")).status == 404

@@ -1,7 +1,10 @@
 """The MFA enrolment endpoints on both APIs and admin removal, through HTTP (behaviour note §8.3; secrets of 20 bytes).
 
-TOTP codes are computed at the controller's clock. A "wrong" code is one that is none of the five codes the
-controller accepts at that instant, so a refusal can never be a lucky match.
+TOTP codes are computed at the controller's clock, which accepts the current 30-second step and one either side,
+each step once per identity: a test that needs another good code moves Trio's virtual clock to the next step
+(``next_totp``). A "wrong" code is one that is none of the three codes the controller accepts at that instant, so a
+refusal can never be a lucky match. Wrong codes are throttled per identity (five at once, then one more every 30 s):
+a test giving more than five in a row waits on the virtual clock until each is admitted again.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ import zlib
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import pyotp
 import pytest
 import segno
+import trio
+from trio.testing import MockClock
 
 from controller.root import Controller
-from tests.support import CLIENT, MGMT, Api, make_user
+from tests.support import CLIENT, MGMT, Api, make_user, next_totp, totp
 
 CODE = re.compile(r"^[A-Z2-7]{6}$")
 AUTH_QUERY = {"typeId": "MFA", "provider": "ziti", "httpMethod": "POST", "httpUrl": "./authenticate/mfa",
@@ -28,18 +32,20 @@ BASES = pytest.mark.parametrize("base", [MGMT, CLIENT], ids=["management", "clie
 
 # Helpers ---------------------------------------------------------------------------------------------------------
 
-def totp(controller: Controller, secret: str, steps: int = 0) -> str:
-    """The code of ``steps`` 30-second steps from now at the controller's clock."""
-    return pyotp.TOTP(secret).at(int(controller.clock.now()), counter_offset=steps)
-
-
 def accepted(controller: Controller, secret: str) -> set[str]:
-    return {totp(controller, secret, steps) for steps in range(-2, 3)}
+    """The codes of the steps the controller accepts now: the current one and one either side."""
+    return {totp(controller, secret, steps) for steps in range(-1, 2)}
 
 
 def wrong(controller: Controller, secret: str) -> str:
     """A well-formed code that the controller refuses now."""
     return next(c for c in (f"{n:06d}" for n in range(10)) if c not in accepted(controller, secret))
+
+
+async def earn_tries(controller: Controller, tries: int) -> None:
+    """Wait on the virtual clock until the identity's MFA throttle admits ``tries`` more wrong codes (it gives one
+    back each period, up to its burst)."""
+    await trio.sleep(tries * controller.throttles.mfa.every)
 
 
 async def user(admin: Api, base: str, name: str = "user1") -> tuple[str, Api]:
@@ -55,7 +61,7 @@ async def start(api: Api) -> dict[str, Any]:
 
 
 def secret_of(detail: dict[str, Any]) -> str:
-    return parse_qs(urlsplit(detail["provisioningUrl"]).query)["secret"][0]
+    return parse_qs(urlsplit(str(detail["provisioningUrl"])).query)["secret"][0]
 
 
 async def enrol(api: Api, controller: Controller) -> tuple[str, list[str]]:
@@ -112,7 +118,7 @@ async def test_enrolment_detail_and_second_enrolment(admin: Api, controller: Con
 
 
 @BASES
-async def test_verify(admin: Api, controller: Controller, base: str) -> None:
+async def test_verify(admin: Api, controller: Controller, base: str, autojump_clock: MockClock) -> None:
     identity_id, api = await user(admin, base)
     verify = "/current-identity/mfa/verify"
     assert_error(await api.post(verify, {"code": "123456"}), 404, "NOT_FOUND")
@@ -125,7 +131,12 @@ async def test_verify(admin: Api, controller: Controller, base: str) -> None:
     for code in ("", wrong(controller, secret), detail["recoveryCodes"][0], totp(controller, secret) + "0",
                  " " + totp(controller, secret)[1:]):
         assert_error(await api.post(verify, {"code": code}), 400, "MFA_INVALID_TOKEN")
+    # Five wrong codes spend the throttle's burst: even the right code waits until a try is earned back.
+    throttled = await api.post(verify, {"code": totp(controller, secret)})
+    assert_error(throttled, 429, "RATE_LIMITED")
+    assert throttled.headers["Retry-After"] == "30"
     assert (await api.get("/current-identity/mfa")).data["isVerified"] is False
+    await earn_tries(controller, 1)
 
     before = (await api.get("/current-api-session")).data
     assert before["isMfaRequired"] is False and before["isMfaComplete"] is False
@@ -161,17 +172,17 @@ def read_png(data: bytes) -> tuple[int, int, list[bytes]]:
     previous = bytes(width)
     for y in range(height):
         line = raw[y * (width + 1):(y + 1) * (width + 1)]
-        kind, row = line[0], bytearray(line[1:])
+        filter_type, row = line[0], bytearray(line[1:])
         for x in range(width):
             left = row[x - 1] if x else 0
             up, corner = previous[x], previous[x - 1] if x else 0
-            if kind == 1:
+            if filter_type == 1:
                 row[x] = (row[x] + left) & 0xFF
-            elif kind == 2:
+            elif filter_type == 2:
                 row[x] = (row[x] + up) & 0xFF
-            elif kind == 3:
+            elif filter_type == 3:
                 row[x] = (row[x] + (left + up) // 2) & 0xFF
-            elif kind == 4:
+            elif filter_type == 4:
                 p = left + up - corner
                 guess = min((abs(p - left), 0, left), (abs(p - up), 1, up), (abs(p - corner), 2, corner))[2]
                 row[x] = (row[x] + guess) & 0xFF
@@ -210,7 +221,7 @@ async def test_qr_code_is_a_png_of_the_provisioning_url(admin: Api, controller: 
 # Recovery codes ----------------------------------------------------------------------------------------------------
 
 @BASES
-async def test_show_recovery_codes(admin: Api, controller: Controller, base: str) -> None:
+async def test_show_recovery_codes(admin: Api, controller: Controller, base: str, autojump_clock: MockClock) -> None:
     _, api = await user(admin, base)
     path = "/current-identity/mfa/recovery-codes"
     assert_error(await api.get(path, headers={"mfa-validation-code": "123456"}), 404, "NOT_FOUND")
@@ -221,20 +232,22 @@ async def test_show_recovery_codes(admin: Api, controller: Controller, base: str
 
     assert_error(await api.get(path), 400, "MFA_INVALID_TOKEN")
     for code in ("", wrong(controller, secret), detail["recoveryCodes"][0]):
+        await earn_tries(controller, 2)  # the two this round spends: seven wrong codes in all exceed the burst
         assert_error(await api.get(path, headers={"mfa-validation-code": code}), 400, "MFA_INVALID_TOKEN")
         assert_error(await api.get(path, json={"code": code}), 400, "MFA_INVALID_TOKEN")
-    by_header = await api.get(path, headers={"mfa-validation-code": totp(controller, secret)})
+    by_header = await api.get(path, headers={"mfa-validation-code": await next_totp(controller, secret)})
     assert by_header.status == 200
     data = by_header.data
     assert data["recoveryCodes"] == detail["recoveryCodes"] and data["id"] == detail["id"]
     assert data["_links"] == {"self": {"href": "./current-identity/mfa"}}
     assert {"createdAt", "updatedAt"} <= set(data) and "provisioningUrl" not in data
-    by_body = await api.get(path, json={"code": totp(controller, secret)})
+    by_body = await api.get(path, json={"code": await next_totp(controller, secret)})
     assert by_body.status == 200 and by_body.data == data
 
 
 @BASES
-async def test_regenerate_recovery_codes(admin: Api, controller: Controller, base: str) -> None:
+async def test_regenerate_recovery_codes(admin: Api, controller: Controller, base: str,
+                                         autojump_clock: MockClock) -> None:
     _, api = await user(admin, base)
     path = "/current-identity/mfa/recovery-codes"
     assert_error(await api.post(path, {"code": "123456"}), 404, "NOT_FOUND")
@@ -247,15 +260,17 @@ async def test_regenerate_recovery_codes(admin: Api, controller: Controller, bas
     assert_error(await api.post(path), 400, "COULD_NOT_VALIDATE", "mfaValidation")
     assert_error(await api.post(path, {}), 400, "COULD_NOT_VALIDATE", "code")
     assert_error(await api.post(path, {"code": wrong(controller, secret)}), 400, "MFA_INVALID_TOKEN")
-    reply = await api.post(path, {"code": totp(controller, secret)})
+    reply = await api.post(path, {"code": await next_totp(controller, secret)})
     assert reply.status == 200 and reply.body == {"data": {}, "meta": {}}
-    shown = (await api.get(path, headers={"mfa-validation-code": totp(controller, secret)})).data["recoveryCodes"]
+    code = await next_totp(controller, secret)
+    shown = (await api.get(path, headers={"mfa-validation-code": code})).data["recoveryCodes"]
     assert len(shown) == 20 and all(CODE.match(c) for c in shown) and not set(shown) & set(old)
     assert_error(await api.post("/authenticate/mfa", {"code": old[0]}), 400, "MFA_INVALID_TOKEN")
 
     # A recovery code also authorises a regeneration (and is gone with the rest).
     assert (await api.post(path, {"code": shown[0]})).status == 200
-    again = (await api.get(path, headers={"mfa-validation-code": totp(controller, secret)})).data["recoveryCodes"]
+    code = await next_totp(controller, secret)
+    again = (await api.get(path, headers={"mfa-validation-code": code})).data["recoveryCodes"]
     assert not set(again) & set(shown)
     assert_error(await api.post("/authenticate/mfa", {"code": shown[1]}), 400, "MFA_INVALID_TOKEN")
     assert (await api.post("/authenticate/mfa", {"code": again[0]})).status == 200
@@ -278,15 +293,17 @@ async def test_delete_own_mfa(admin: Api, controller: Controller, base: str) -> 
     await api.post("/current-identity/mfa/verify", {"code": totp(controller, secret)})
 
     assert_error(await api.delete("/current-identity/mfa"), 400, "MFA_INVALID_TOKEN")
-    # The code is read only from the header: one in the body does not count.
-    assert_error(await api.delete("/current-identity/mfa", json={"code": totp(controller, secret)}), 400,
-                 "MFA_INVALID_TOKEN")
+    # The code is read only from the header: one in the body does not count, though the header would take it. It
+    # is the next step's code (within the window): the current step was spent on the verification.
+    ahead = totp(controller, secret, 1)
+    assert_error(await api.delete("/current-identity/mfa", json={"code": ahead}), 400, "MFA_INVALID_TOKEN")
     for code in ("", wrong(controller, secret)):
         assert_error(await api.delete("/current-identity/mfa", headers={"mfa-validation-code": code}), 400,
                      "MFA_INVALID_TOKEN")
     assert (await api.get("/current-identity/mfa")).data["isVerified"] is True
 
-    reply = await api.delete("/current-identity/mfa", headers={"mfa-validation-code": totp(controller, secret)})
+    # The code the body brought works in the header: that refusal did not spend it.
+    reply = await api.delete("/current-identity/mfa", headers={"mfa-validation-code": ahead})
     assert reply.status == 200 and reply.body == {"data": {}, "meta": {}}
     assert_error(await api.get("/current-identity/mfa"), 404, "NOT_FOUND")
     assert (await admin.get(f"/identities/{identity_id}")).data["isMfaEnabled"] is False

@@ -2,7 +2,8 @@
 §3.4, §8.2-8.3).
 
 A login of an identity with verified MFA (or under an auth policy requiring TOTP) is partial until
-``POST /authenticate/mfa``; TOTP codes are accepted two 30-second steps either side of the controller's clock.
+``POST /authenticate/mfa``; TOTP codes are accepted for the controller clock's 30-second step and one step either
+side, each step once per identity, so a test needing another good code moves Trio's virtual clock to the next step.
 Verifying an enrolment or ``POST /authenticate/mfa`` (TOTP or recovery code) passes MFA posture for that API session;
 removing one's own MFA takes it from every API session of the identity at once (their Dial sessions are revoked and
 new ones refused); an administrator's removal leaves the sessions that already passed alone.
@@ -14,12 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from trio.testing import MockClock
 
 from controller.root import Controller
-from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, CLIENT, Api, make_settings, start_controller
+from tests.support import (
+    ADMIN_PASSWORD,
+    ADMIN_USERNAME,
+    CLIENT,
+    TOTP_STEP_SECONDS,
+    Api,
+    make_settings,
+    next_totp,
+    start_controller,
+    totp,
+)
 from tests.web.test_client_posture import dial_policy, network
 from tests.web.test_client_posture import user as posture_user
-from tests.web.test_mfa import AUTH_QUERY, BASES, accepted, assert_error, enrol, secret_of, start, totp, user, wrong
+from tests.web.test_mfa import AUTH_QUERY, BASES, accepted, assert_error, enrol, secret_of, start, user, wrong
 from web.app import create_app
 
 
@@ -46,7 +58,8 @@ async def dial(client: Api, service: str) -> Any:
     return await client.post("/sessions", {"serviceId": service, "type": "Dial"})
 
 
-async def test_verify_and_mfa_login_pass_mfa_posture(admin: Api, controller: Controller) -> None:
+async def test_verify_and_mfa_login_pass_mfa_posture(admin: Api, controller: Controller,
+                                                     autojump_clock: MockClock) -> None:
     ids = await mfa_network(admin)
     identity_id, client = await posture_user(admin)
     refused = await dial(client, ids["service"])
@@ -66,7 +79,7 @@ async def test_verify_and_mfa_login_pass_mfa_posture(admin: Api, controller: Con
     second = await client.login("user1", "user-password")
     assert (await dial(second, ids["service"])).status == 401
     assert await passed_mfa(admin, identity_id, second) is False
-    assert (await second.post("/authenticate/mfa", {"code": totp(controller, secret)})).status == 200
+    assert (await second.post("/authenticate/mfa", {"code": await next_totp(controller, secret)})).status == 200
     assert await passed_mfa(admin, identity_id, second) is True
     assert (await dial(second, ids["service"])).status == 201
 
@@ -81,20 +94,22 @@ async def test_verify_and_mfa_login_pass_mfa_posture(admin: Api, controller: Con
     assert await passed_mfa(admin, identity_id, fourth) is False
 
 
-async def test_removing_own_mfa_revokes_and_refuses_sessions(admin: Api, controller: Controller) -> None:
+async def test_removing_own_mfa_revokes_and_refuses_sessions(admin: Api, controller: Controller,
+                                                             autojump_clock: MockClock) -> None:
     ids = await mfa_network(admin)
     identity_id, client = await posture_user(admin)
     detail = await start(client)
     secret = secret_of(detail)
     await client.post("/current-identity/mfa/verify", {"code": totp(controller, secret)})
     other = await client.login("user1", "user-password")
-    await other.post("/authenticate/mfa", {"code": totp(controller, secret)})
+    assert (await other.post("/authenticate/mfa", {"code": await next_totp(controller, secret)})).status == 200
     sessions = [(await dial(c, ids["service"])).data["id"] for c in (client, other)]
     for session_id in sessions:
         assert (await admin.get(f"/sessions/{session_id}")).status == 200
     before = (await client.get("/current-api-session/service-updates")).data["lastChangeAt"]
 
-    removed = await client.delete("/current-identity/mfa", headers={"mfa-validation-code": totp(controller, secret)})
+    code = await next_totp(controller, secret)
+    removed = await client.delete("/current-identity/mfa", headers={"mfa-validation-code": code})
     assert removed.status == 200
     # Revoked by the time the removal is answered.
     for session_id in sessions:
@@ -158,7 +173,9 @@ async def test_removal_is_answered_after_the_revocation_commits(tmp_path: Path, 
     _, client = await posture_user(admin)
     secret, _ = await enrol(client, controller)
     session_id = (await dial(client, ids["service"])).data["id"]
-    removed = await client.delete("/current-identity/mfa", headers={"mfa-validation-code": totp(controller, secret)})
+    # Enrolment spent the current step, so the removal brings the next one's (within the window). Worker threads
+    # rule out the virtual clock (it would jump while a commit runs in a thread), hence no sleep to the next step.
+    removed = await client.delete("/current-identity/mfa", headers={"mfa-validation-code": totp(controller, secret, 1)})
     assert removed.status == 200
     assert (await admin.get(f"/sessions/{session_id}")).status == 404
 
@@ -166,7 +183,7 @@ async def test_removal_is_answered_after_the_revocation_commits(tmp_path: Path, 
 # MFA login ---------------------------------------------------------------------------------------------------------
 
 @BASES
-async def test_authenticate_mfa(admin: Api, controller: Controller, base: str) -> None:
+async def test_authenticate_mfa(admin: Api, controller: Controller, base: str, autojump_clock: MockClock) -> None:
     _, api = await user(admin, base)
     path = "/authenticate/mfa"
     assert_error(await api.post(path, {"code": "123456"}), 409, "MFA_NOT_ENROLLED")
@@ -181,20 +198,24 @@ async def test_authenticate_mfa(admin: Api, controller: Controller, base: str) -
     assert_error(await api.post(path, {"code": None}), 400, "COULD_NOT_VALIDATE", "code")
     for code in ("", wrong(controller, secret), "12345", codes[0].lower()):
         assert_error(await api.post(path, {"code": code}), 400, "MFA_INVALID_TOKEN")
-    for _ in range(2):  # repeatable, no replay protection (as in the reference)
-        reply = await api.post(path, {"code": totp(controller, secret)})
-        assert reply.status == 200 and reply.body == {"data": {}, "meta": {}}
+    # Repeatable, with the code of a new step each time: a step's code passes once (the reference replays it).
+    code = await next_totp(controller, secret)
+    reply = await api.post(path, {"code": code})
+    assert reply.status == 200 and reply.body == {"data": {}, "meta": {}}
+    assert_error(await api.post(path, {"code": code}), 400, "MFA_INVALID_TOKEN")
+    reply = await api.post(path, {"code": await next_totp(controller, secret)})
+    assert reply.status == 200 and reply.body == {"data": {}, "meta": {}}
     assert (await api.post(path, {"code": codes[0]})).status == 200
     assert_error(await api.post(path, {"code": codes[0]}), 400, "MFA_INVALID_TOKEN")  # consumed
     assert (await api.post(path, {"code": codes[1]})).status == 200
     left = (await api.get("/current-identity/mfa/recovery-codes",
-                          headers={"mfa-validation-code": totp(controller, secret)})).data["recoveryCodes"]
+                          headers={"mfa-validation-code": await next_totp(controller, secret)})).data["recoveryCodes"]
     assert left == codes[2:]
 
 
 @BASES
-async def test_login_with_verified_mfa_is_partial_until_the_code(admin: Api, controller: Controller,
-                                                                 base: str) -> None:
+async def test_login_with_verified_mfa_is_partial_until_the_code(admin: Api, controller: Controller, base: str,
+                                                                 autojump_clock: MockClock) -> None:
     _, api = await user(admin, base)
     secret, codes = await enrol(api, controller)
     login = await api.with_token(None).post("/authenticate", {"username": "user1", "password": "user-password"},
@@ -203,20 +224,20 @@ async def test_login_with_verified_mfa_is_partial_until_the_code(admin: Api, con
     assert login.data["isMfaRequired"] is True and login.data["isMfaComplete"] is False
     assert login.data["authQueries"] == [AUTH_QUERY]
     partial = api.with_token(login.data["token"])
+    code = await next_totp(controller, secret)  # enrolment spent the step it happened in
 
     # What a partial session may do...
     assert (await partial.get("/current-api-session")).data["authQueries"] == [AUTH_QUERY]
     assert (await partial.get("/current-identity/mfa")).data["isVerified"] is True
     assert_error(await partial.post("/current-identity/mfa"), 409, "MFA_EXISTS")
-    assert_error(await partial.post("/current-identity/mfa/verify", {"code": totp(controller, secret)}), 404,
-                 "NOT_FOUND")
+    assert_error(await partial.post("/current-identity/mfa/verify", {"code": code}), 404, "NOT_FOUND")
     assert_error(await partial.get("/current-identity/mfa/qr-code"), 404, "NOT_FOUND")
     # ...and everything else is 401, even with a valid code.
-    header = {"mfa-validation-code": totp(controller, secret)}
+    header = {"mfa-validation-code": code}
     refused: list[tuple[str, str, dict[str, Any]]] = [
         ("GET", "/current-identity", {}), ("DELETE", "/current-identity/mfa", {"headers": header}),
         ("GET", "/current-identity/mfa/recovery-codes", {"headers": header}),
-        ("POST", "/current-identity/mfa/recovery-codes", {"json": {"code": totp(controller, secret)}})]
+        ("POST", "/current-identity/mfa/recovery-codes", {"json": {"code": code}})]
     if base == CLIENT:
         refused += [("GET", "/services", {}), ("POST", "/sessions", {"json": {"serviceId": "x"}}),
                     ("GET", "/current-api-session/service-updates", {}),
@@ -229,7 +250,8 @@ async def test_login_with_verified_mfa_is_partial_until_the_code(admin: Api, con
 
     assert_error(await partial.post("/authenticate/mfa", {"code": wrong(controller, secret)}), 400,
                  "MFA_INVALID_TOKEN")
-    assert (await partial.post("/authenticate/mfa", {"code": totp(controller, secret)})).status == 200
+    # None of the refusals spent the code.
+    assert (await partial.post("/authenticate/mfa", {"code": code})).status == 200
     detail = (await partial.get("/current-api-session")).data
     assert detail["isMfaRequired"] is True and detail["isMfaComplete"] is True and detail["authQueries"] == []
     assert (await partial.get("/current-identity")).data["isMfaEnabled"] is True
@@ -272,20 +294,24 @@ async def test_policy_requiring_totp_lets_a_partial_session_enrol(admin: Api, co
     assert (await api.get("/current-identity")).data["isMfaEnabled"] is True
 
 
-async def test_totp_window_is_two_steps_either_side(admin: Api, controller: Controller,
-                                                   autojump_clock: trio.testing.MockClock) -> None:
+async def test_totp_window_is_one_step_either_side_and_each_step_passes_once(admin: Api, controller: Controller,
+                                                                             autojump_clock: MockClock) -> None:
     _, api = await user(admin, CLIENT)
     secret, _ = await enrol(api, controller)
-    now_code = totp(controller, secret)
-    ahead_two, ahead_three = totp(controller, secret, 2), totp(controller, secret, 3)
+    path = "/authenticate/mfa"
+    # Four steps after enrolment the step it spent is older than step -2: only the window can refuse that one.
+    await trio.sleep(4 * TOTP_STEP_SECONDS)
+    codes = {steps: totp(controller, secret, steps) for steps in range(-2, 3)}
+    assert not {codes[-2], codes[2]} & accepted(controller, secret)  # a refusal cannot be a lucky match
 
-    assert (await api.post("/authenticate/mfa", {"code": ahead_two})).status == 200
-    assert ahead_three not in accepted(controller, secret)
-    assert_error(await api.post("/authenticate/mfa", {"code": ahead_three}), 400, "MFA_INVALID_TOKEN")
+    for steps in (-2, 2):
+        assert_error(await api.post(path, {"code": codes[steps]}), 400, "MFA_INVALID_TOKEN")
+    for steps in (-1, 0, 1):  # oldest first: a step at or before the last one accepted is refused
+        reply = await api.post(path, {"code": codes[steps]})
+        assert reply.status == 200 and reply.body == {"data": {}, "meta": {}}
+    # Each step once: the last code accepted is not accepted again, nor one of an earlier step in the window.
+    for steps in (1, 0):
+        assert_error(await api.post(path, {"code": codes[steps]}), 400, "MFA_INVALID_TOKEN")
 
-    await trio.sleep(60)  # exactly two steps later
-    assert (await api.post("/authenticate/mfa", {"code": now_code})).status == 200
-    await trio.sleep(30)  # three steps
-    assert now_code not in accepted(controller, secret)
-    assert_error(await api.post("/authenticate/mfa", {"code": now_code}), 400, "MFA_INVALID_TOKEN")
-    assert (await api.post("/authenticate/mfa", {"code": ahead_three})).status == 200  # the current code now
+    await trio.sleep(TOTP_STEP_SECONDS)  # the code of step +2 is now the +1 one: its refusal was the window's
+    assert (await api.post(path, {"code": codes[2]})).status == 200

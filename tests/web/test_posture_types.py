@@ -299,7 +299,7 @@ async def test_bulk_responses_apply_together_or_not_at_all(admin: Api) -> None:
     reply = await client.post("/posture-response-bulk", good)
     assert reply.status == 201 and reply.data == {"services": []}
     data = (await admin.get(f"/identities/{identity_id}/posture-data")).data
-    assert (data["os"]["type"], data["os"]["version"]) == ("linux", "6.1.0")
+    assert (data["os"]["type"], data["os"]["version"]) == ("Linux", "6.1.0")
     assert data["mac"]["addresses"] == ["aa-bb-cc-dd-ee-ff"] and data["domain"]["domain"] == "CORP"
     assert (await client.post("/sessions", {"serviceId": ids["service"]})).status == 201
 

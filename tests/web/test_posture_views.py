@@ -249,7 +249,7 @@ async def test_posture_data_before_and_after(admin: Api, anon: Api, controller: 
 
     data = (await admin.get(f"/identities/{n.user1}/posture-data")).data
     assert data["os"] == {"postureCheckId": "os-check", "timedOut": False, "lastUpdatedAt": first_at,
-                          "type": "windows", "version": "10.0", "build": "19045"}
+                          "type": "Windows", "version": "10.0", "build": "19045"}
     assert data["mac"] == {"postureCheckId": "mac-check", "timedOut": False, "lastUpdatedAt": first_at,
                            "addresses": ["aa-bb-cc-dd-ee-ff"]}
     assert data["domain"] == {"postureCheckId": "dom-check", "timedOut": False, "lastUpdatedAt": second_at,

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyotp
 import trio
 
 from controller.clock import format_time
 from controller.root import Controller
-from tests.support import Api, make_user
+from tests.support import Api, make_user, totp
 from tests.web.test_client_posture import MAC_BAD, MAC_OK, enrol_mfa, network, user
 
 
@@ -260,7 +259,7 @@ async def relogin_with_mfa(admin: Api, controller: Controller, secret: str) -> A
     """A new API session of user1 that passes MFA with a fresh TOTP."""
     await trio.sleep(31)  # a new TOTP step, so the code differs from the last one used
     client = (await admin.login("user1", "user-password")).as_client()
-    code = pyotp.TOTP(secret).at(int(controller.clock.now()))
+    code = totp(controller, secret)
     assert (await client.post("/authenticate/mfa", {"code": code})).status == 200
     return client
 

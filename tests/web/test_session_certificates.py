@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import pyotp
 import pytest
 import trio
 from cryptography import x509
@@ -27,7 +26,7 @@ from controller.authentication import ensure_pki
 from controller.clock import Clock, format_time
 from controller.root import Controller
 from tests.conformance import oracle
-from tests.support import Api, make_settings, make_user, seed_pki, start_controller
+from tests.support import Api, make_settings, make_user, seed_pki, start_controller, totp
 from tests.web.test_view_conformance import shape_problems
 
 KIND = "api-session-certificates"
@@ -76,7 +75,7 @@ async def enrol_mfa(api: Api, controller: Controller) -> None:
     """Enrol and verify MFA for the caller's identity: its later logins owe a TOTP code."""
     assert (await api.post("/current-identity/mfa")).status == 201
     url = (await api.get("/current-identity/mfa")).data["provisioningUrl"]
-    code = pyotp.TOTP(parse_qs(urlsplit(url).query)["secret"][0]).at(int(controller.clock.now()))
+    code = totp(controller, parse_qs(urlsplit(url).query)["secret"][0])
     assert (await api.post("/current-identity/mfa/verify", {"code": code})).status == 200
 
 

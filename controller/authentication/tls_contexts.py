@@ -1,4 +1,5 @@
-"""``ClientTrust``: the CA certificates whose client certificates the TLS listeners accept.
+"""``TlsContexts``: the live TLS contexts of the listeners, what client certificates they trust, and the server
+certificate they present.
 
 TLS only decides whether a presented client certificate chains to a known CA; whether that certificate may
 authenticate (its CA deleted, unverified or with authentication disabled, the certificate expired under the
@@ -10,15 +11,17 @@ from __future__ import annotations
 
 import ssl
 import weakref
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-__all__ = ["ClientTrust"]
+__all__ = ["TlsContexts"]
 
 
-class ClientTrust:
-    """The controller's own CA plus the third-party CAs added since start, and the TLS contexts that trust them.
+class TlsContexts:
+    """The controller's own CA plus the third-party CAs added since start, and the TLS contexts that trust them
+    (and present the server certificate, which :meth:`load_server_certificate` replaces in each at run time).
 
     Args:
         own_ca_pem: the controller's CA certificate (PEM); it is always trusted.
@@ -32,7 +35,13 @@ class ClientTrust:
         self._known: set[bytes] = set()  # DER of every trusted CA, so adding one twice changes nothing
         # Weak: a context dropped by a stopped server is neither kept alive nor updated any more.
         self._contexts: weakref.WeakSet[ssl.SSLContext] = weakref.WeakSet()
-        self.add(own_ca_pem)
+        self._server_certificate: str | None = None
+        self.add_ca(own_ca_pem)
+
+    @property
+    def server_certificate(self) -> str | None:
+        """The leaf certificate (PEM) the contexts present since the last :meth:`load_server_certificate`."""
+        return self._server_certificate
 
     @property
     def certificates(self) -> tuple[str, ...]:
@@ -40,7 +49,7 @@ class ClientTrust:
         return tuple(self._pems)
 
     def attach(self, context: ssl.SSLContext) -> None:
-        """Load every trusted CA into ``context`` and keep it up to date with the CAs :meth:`add` brings later.
+        """Load every trusted CA into ``context`` and keep it up to date with the CAs :meth:`add_ca` brings later.
 
         Only the trust store is touched: the caller chooses ``verify_mode`` and the verification flags.
         """
@@ -48,7 +57,7 @@ class ClientTrust:
             context.load_verify_locations(cadata=pem)
         self._contexts.add(context)
 
-    def add(self, pem: str) -> None:
+    def add_ca(self, pem: str) -> None:
         """Trust the CA certificate(s) in ``pem`` from the next TLS handshake on, in every attached context.
 
         A certificate already trusted is skipped. The certificate is not checked to be a CA, nor to be valid now:
@@ -66,3 +75,11 @@ class ClientTrust:
                 context.load_verify_locations(cadata=one)
             self._known.add(der)
             self._pems.append(one)
+
+    def load_server_certificate(self, certfile: Path, keyfile: Path) -> None:
+        """Present the certificate chain of ``certfile`` (with ``keyfile``'s key) from the next handshake on, in
+        every attached context: a renewed server certificate takes effect without a restart."""
+        for context in self._contexts:
+            context.load_cert_chain(certfile, keyfile)
+        leaf = x509.load_pem_x509_certificates(certfile.read_bytes())[0]
+        self._server_certificate = leaf.public_bytes(serialization.Encoding.PEM).decode("ascii")

@@ -1,0 +1,414 @@
+"""Scenario ``crash``: every write acknowledged under load survives ``kill -9``, and pending MFA deadlines re-arm.
+
+A trial starts ``tollgate serve`` (its own process group, a fresh data directory, port 0, HTTPS with its own CA),
+builds the model and runs the 32 clients of ``bench/crash_load.py``, recording every acknowledged write. After a
+seeded random time (and once a session behind the short MFA check exists) it kills the process group with SIGKILL,
+restarts ``tollgate serve`` on the same data directory and checks through the management API (with the admin's API
+session from before the crash):
+
+* every acknowledged identity, password authenticator, API session (login) with the SDK info it reported (in the
+  identity's ``/identities/{id}/posture-data``), Dial session, posture report (in the posture data), started MFA
+  enrolment (the user's own ``GET /current-identity/mfa``), verified enrolment (``isMfaEnabled``) and MFA pass of
+  an API session (in the posture data) is there; a write that was never acknowledged may or may not be;
+* the pending MFA deadlines were re-armed: the ``mfa-short`` sessions whose deadline (``passedAt`` + timeout, from
+  the posture data) passed while the controller was down disappear right after the restart; those whose deadline
+  is still ahead are there at the first listing after the restart, and disappear once it passes;
+* the restarted controller logged no error and stops cleanly on SIGTERM.
+
+Full run: 20 trials of 1-4 s of load (about 3 minutes); ``--quick``: 2 trials of about a second of load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Container, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from bench.crash_load import CLIENT, MGMT, SDK_INFO, Endpoint, Ledger, Load, Model, admin_login, create_model
+from bench.report import ScenarioResult, Target
+from bench.stats import median
+
+__all__ = ["COLUMNS", "FULL", "QUICK", "Plan", "build_result", "run", "run_trials"]
+
+ADMIN_PASSWORD = "crash-admin-password"  # a throwaway controller's admin
+START_TIMEOUT = 120.0  # seconds from spawning `tollgate serve` to its URLs being printed
+STOP_TIMEOUT = 60.0  # seconds a SIGTERM may take (the graceful timeout is 10 s)
+REVOCATION_GRACE = 20.0  # seconds after a deadline (or the restart, if later) within which its session must go
+AHEAD_MARGIN = 0.1  # a deadline this far after the first listing's answer was surely ahead of its snapshot
+POLL = 0.1
+SHORT_MFA_WAIT = 30.0  # seconds the kill may wait past its random time for the first short-MFA session
+CHECK_CONCURRENCY = 8
+_URL = re.compile(r"^Management API: (\S+)/edge/management/v1$", re.MULTILINE)
+_CA = re.compile(r"^CA bundle:\s+(\S+)$", re.MULTILINE)
+_ERROR_LEVELS = {"error", "critical"}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How many trials, how long the load runs before the kill (uniform in the range, seconds), the short MFA
+    check's timeout (seconds), the number of clients and the seed of every random choice."""
+
+    trials: int
+    load_seconds: tuple[float, float]
+    short_timeout: int
+    clients: int = 32
+    seed: int = 2026
+
+
+FULL = Plan(trials=20, load_seconds=(1.0, 4.0), short_timeout=2)
+QUICK = Plan(trials=2, load_seconds=(0.6, 1.2), short_timeout=1)
+
+
+@dataclass(slots=True)
+class _Server:
+    """A running ``tollgate serve``: its process, where clients reach it, its log, and how long it took to serve."""
+
+    process: trio.Process
+    endpoint: Endpoint
+    log: Path
+    start_seconds: float
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (a no-op once the process has been reaped)."""
+        if self.process.returncode is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    async def stop(self) -> int:
+        """SIGTERM and wait; SIGKILL if it takes longer than :data:`STOP_TIMEOUT`. Returns the exit status."""
+        self.process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(STOP_TIMEOUT):
+            return await self.process.wait()
+        self.kill()
+        return await self.process.wait()
+
+
+def _command() -> list[str]:
+    script = Path(sys.executable).with_name("tollgate")
+    if not script.exists():
+        raise RuntimeError(f"no tollgate script next to {sys.executable}: install the project (make run)")
+    return [str(script), "serve", "--port", "0"]
+
+
+def _announced(text: str) -> Endpoint | None:
+    """The endpoint a controller's standard output announces once it serves (None before the CA bundle line, which
+    ``controller/main.py`` prints last)."""
+    url, ca = _URL.search(text), _CA.search(text)
+    return Endpoint(url.group(1), Path(ca.group(1))) if url and ca else None
+
+
+async def _start(data_dir: Path, name: str) -> _Server:
+    """Start ``tollgate serve`` on ``data_dir`` in a new process group; return once it prints its URLs. Its output
+    and log go next to ``data_dir``, as ``name.out`` and ``name.log``.
+
+    Raises:
+        RuntimeError: the process exited first; TimeoutError: it did not serve within :data:`START_TIMEOUT`.
+    """
+    out, log = data_dir.parent / f"{name}.out", data_dir.parent / f"{name}.log"
+    env = {**os.environ, "TOLLGATE_ADMIN_USERNAME": "admin", "TOLLGATE_ADMIN_PASSWORD": ADMIN_PASSWORD}
+    with out.open("wb") as stdout, log.open("wb") as stderr:
+        started = time.perf_counter()
+        process = await trio.lowlevel.open_process([*_command(), "--data-dir", str(data_dir)], stdout=stdout,
+                                                   stderr=stderr, env=env, start_new_session=True)
+    try:
+        while (endpoint := _announced(out.read_text())) is None:
+            if process.poll() is not None:
+                raise RuntimeError(f"tollgate serve exited with {process.returncode} before serving; see {log}")
+            if time.perf_counter() - started > START_TIMEOUT:
+                raise TimeoutError(f"tollgate serve did not serve within {START_TIMEOUT} s; see {log}")
+            await trio.sleep(0.01)
+    except BaseException:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        raise
+    return _Server(process, endpoint, log, time.perf_counter() - started)
+
+
+def _log_errors(log: Path) -> list[str]:
+    """The lines of a controller's log at level error or above, and any line that is not JSON (a traceback)."""
+    errors = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            level = json.loads(line).get("level")
+        except (ValueError, AttributeError):
+            level = "error" if line.strip() else None
+        if level in _ERROR_LEVELS:
+            errors.append(line)
+    return errors
+
+
+def _wall(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+class _Check:
+    """The check of one restarted controller against the ledger of what was acknowledged before the kill."""
+
+    def __init__(self, client: httpx.AsyncClient, model: Model, ledger: Ledger) -> None:
+        self.client = client
+        self.model = model
+        self.ledger = ledger
+        self.lost: dict[str, list[str]] = {kind: [] for kind in ledger.acknowledged()}
+        self.errors: list[str] = []  # check requests the restarted controller failed to answer
+
+    async def _get(self, path: str, token: str | None = None) -> httpx.Response:
+        return await self.client.get(path, headers={"zt-session": token or self.model.admin_token})
+
+    async def _data(self, path: str) -> Any:
+        reply = await self._get(path)
+        if reply.status_code != 200:
+            raise RuntimeError(f"GET {path} after the restart: {reply.status_code} {reply.text}")
+        return reply.json()["data"]
+
+    async def _listing(self, kind: str) -> dict[str, dict[str, Any]]:
+        """Every row of a management list, in one page (one consistent snapshot)."""
+        return {str(item["id"]): item for item in await self._data(f"{MGMT}/{kind}?limit=-1")}
+
+    async def _sessions(self) -> tuple[set[str], float]:
+        """The ids of every Dial/Bind session and the wall-clock time its answer arrived."""
+        ids = set(await self._listing("sessions"))
+        return ids, time.time()
+
+    async def _posture_data(self, identity_ids: set[str]) -> dict[str, dict[str, Any]]:
+        """The posture data of each identity; one the controller fails to answer is left out, its failure recorded
+        in :attr:`errors`."""
+        found: dict[str, dict[str, Any]] = {}
+        limiter = trio.CapacityLimiter(CHECK_CONCURRENCY)
+
+        async def fetch(identity_id: str) -> None:
+            path = f"{MGMT}/identities/{identity_id}/posture-data"
+            async with limiter:
+                reply = await self._get(path)
+            if reply.status_code == 200:
+                found[identity_id] = reply.json()["data"]
+            else:
+                self.errors.append(f"GET {path}: {reply.status_code} {reply.text[:300]}")
+
+        async with trio.open_nursery() as nursery:
+            for identity_id in sorted(identity_ids):
+                nursery.start_soon(fetch, identity_id)
+        return found
+
+    def _missing(self, kind: str, acknowledged: Iterable[str], found: Container[str]) -> None:
+        self.lost[kind] += sorted(i for i in acknowledged if i not in found)
+
+    async def run(self, kill_wall: float, serving_wall: float) -> dict[str, Any]:
+        """Check everything (see the module's docstring); returns the trial's check figures."""
+        ledger = self.ledger
+        first, listed_at = await self._sessions()  # first: what the restart did before any other request
+        identities = await self._listing("identities")
+        self._missing("identity", ledger.identities, identities)
+        self._missing("authenticator", ledger.authenticators, await self._listing("authenticators"))
+        self._missing("api-session", ledger.logins, await self._listing("api-sessions"))
+        passed_at = await self._posture(identities)
+        short = {sid: passed_at[s.api_session_id] + self.model.short_timeout for sid, s in ledger.sessions.items()
+                 if s.service == "mfa-short" and s.api_session_id in passed_at}
+        gone, last = await self._await_revocations(short, first, listed_at, serving_wall)
+        lasting = {sid for sid, s in ledger.sessions.items() if s.service != "mfa-short"}
+        self._missing("session", lasting, first & last)
+        before = {sid for sid, deadline in short.items() if deadline <= kill_wall}
+        down = {sid for sid, deadline in short.items() if kill_wall < deadline <= serving_wall}
+        ahead = {sid for sid, deadline in short.items() if deadline > listed_at + AHEAD_MARGIN}
+        self._missing("session", ahead, first)  # revoked before its deadline, or never stored
+        return {"lost": {kind: len(ids) for kind, ids in self.lost.items()}, "check_errors": self.errors,
+                "lost_ids": {kind: ids for kind, ids in self.lost.items() if ids},
+                "deadlines": {"before_kill": len(before), "while_down": len(down), "ahead": len(ahead & first),
+                              "at_first_listing": len(short) - len(before | down | ahead),
+                              "pending_at_kill": len(short) - len(before)},
+                "not_fired": sorted(set(short) - set(gone)),
+                "revoked_after_restart_s": sorted(gone[sid] - serving_wall for sid in down if sid in gone),
+                "fired_after_deadline_s": sorted(gone[sid] - short[sid] for sid in ahead & first if sid in gone)}
+
+    async def _posture(self, identities: dict[str, dict[str, Any]]) -> dict[str, float]:
+        """Check posture reports and MFA of every acknowledged login; returns when each API session that verified
+        MFA passed it (wall clock), from its posture data."""
+        posture = await self._posture_data({u.identity_id for u in self.ledger.logins.values()})
+        passed_at: dict[str, float] = {}
+        for api_session_id, user in sorted(self.ledger.logins.items()):
+            # Unreadable posture data shows none of what the login acknowledged: counted lost (and in errors).
+            data = posture.get(user.identity_id, {"processes": [], "apiSessionPostureData": {}})
+            if data["apiSessionPostureData"].get(api_session_id, {}).get("sdkInfo") != SDK_INFO:
+                self.lost["login-sdk-info"].append(api_session_id)
+            self._missing("posture-report", user.reports, {p["postureCheckId"] for p in data["processes"]})
+            if user.mfa_verified:
+                if not identities.get(user.identity_id, {}).get("isMfaEnabled"):
+                    self.lost["mfa-verified"].append(user.identity_id)
+                mfa = data["apiSessionPostureData"].get(api_session_id, {}).get("mfa", {})
+                if mfa.get("passedMfa") and mfa.get("passedAt"):
+                    passed_at[api_session_id] = _wall(mfa["passedAt"])
+                else:
+                    self.lost["mfa-pass"].append(api_session_id)
+            elif user.mfa_started:
+                reply = await self._get(f"{CLIENT}/current-identity/mfa", user.token)
+                if reply.status_code != 200:
+                    self.lost["mfa-enrolment"].append(user.identity_id)
+        return passed_at
+
+    async def _await_revocations(self, short: dict[str, float], first: set[str], listed_at: float,
+                                 serving_wall: float) -> tuple[dict[str, float], set[str]]:
+        """List sessions until every short-MFA session is gone or :data:`REVOCATION_GRACE` has passed after the
+        last deadline; returns when each was first seen gone (wall clock) and the last listing."""
+        gone = {sid: listed_at for sid in short if sid not in first}
+        last = first
+        limit = max([serving_wall, *short.values()]) + REVOCATION_GRACE
+        while set(short) - set(gone) and time.time() < limit:
+            await trio.sleep(POLL)
+            last, at = await self._sessions()
+            gone.update({sid: at for sid in short if sid not in gone and sid not in last})
+        return gone, last
+
+
+async def _trial(plan: Plan, number: int, base: Path) -> dict[str, Any]:
+    """One trial on a fresh data directory under ``base``; its figures (see :func:`build_result`)."""
+    rng = random.Random(f"crash:{plan.seed}:{number}")
+    load_seconds = rng.uniform(*plan.load_seconds)
+    data_dir = base / f"trial-{number}"
+    first = await _start(data_dir, f"trial-{number}-first")
+    try:
+        admin = await admin_login(first.endpoint, ADMIN_PASSWORD)
+        model = await create_model(first.endpoint, admin, plan.clients, plan.short_timeout)
+        load = Load(first.endpoint, model, f"{plan.seed}:{number}")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(load.run, plan.clients)
+            await trio.sleep(load_seconds)
+            # Not before a short-MFA session exists (on a slow machine the random time may come first): the kill
+            # must leave deadlines pending for the restart to re-arm.
+            with trio.move_on_after(SHORT_MFA_WAIT):
+                await load.ledger.short_mfa_dialled.wait()
+            load.killed = True
+            first.kill()
+            kill_wall = time.time()
+            nursery.cancel_scope.cancel()
+    finally:
+        first.kill()
+        await first.process.wait()
+    second = await _start(data_dir, f"trial-{number}-restart")
+    try:
+        serving_wall = time.time()
+        async with second.endpoint.client() as client:
+            checked = await _Check(client, model, load.ledger).run(kill_wall, serving_wall)
+        exit_code = await second.stop()
+    finally:
+        second.kill()
+        await second.process.wait()
+    ledger = load.ledger
+    return {"trial": number, "load_s": load_seconds, "requests": ledger.requests,
+            "acknowledged": ledger.acknowledged(), **checked, "unanswered": ledger.unanswered,
+            "failed_before_kill": ledger.failed_before_kill, "refused": dict(sorted(ledger.refused.items())),
+            "start_s": first.start_seconds, "restart_s": second.start_seconds, "exit_code": exit_code,
+            "restart_errors": _log_errors(second.log), "errors_under_load": len(_log_errors(first.log))}
+
+
+async def run_trials(plan: Plan, base: Path) -> list[dict[str, Any]]:
+    """Run ``plan.trials`` trials one after another, each on a fresh data directory under ``base`` (which keeps
+    their data directories and the controllers' logs); returns each trial's figures as plain JSON-ready values:
+    what was acknowledged and lost by kind (``acknowledged``, ``lost``, ``lost_ids``), the short-MFA deadlines
+    (``deadlines``, ``not_fired``), the restart (``restart_s``, ``restart_errors``, ``check_errors``, ``exit_code``)
+    and how the requests ended."""
+    return [await _trial(plan, number, base) for number in range(1, plan.trials + 1)]
+
+
+_LABELS = {"identity": "identities created", "authenticator": "password authenticators created",
+           "api-session": "logins (API sessions)", "login-sdk-info": "logins' SDK info (API session posture data)",
+           "session": "Dial sessions", "posture-report": "posture reports (single and bulk)",
+           "mfa-enrolment": "MFA enrolments started", "mfa-verified": "MFA enrolments verified",
+           "mfa-pass": "MFA passes (API session posture data)"}
+COLUMNS = ["measure", "total", "lost", "median/trial", "max/trial", "unit"]
+_NAN = math.nan
+
+
+def _row(label: str, per_trial: list[float], lost: float, unit: str) -> list[Any]:
+    return [label, sum(per_trial), lost, median(per_trial), max(per_trial, default=_NAN), unit]
+
+
+def _spread(label: str, values: list[float], unit: str) -> list[Any]:
+    """A row of a pooled sample: how many, its median and its maximum."""
+    return [label, len(values), _NAN, median(values), max(values, default=_NAN), unit]
+
+
+def build_result(rounds: list[dict[str, Any]], quick: bool) -> ScenarioResult:
+    """The table, targets and notes of the measured trials (``rounds``, as :func:`run_trials` returns them)."""
+    result = ScenarioResult("crash", quick, COLUMNS, rounds=rounds)
+    rows = result.rows
+    rows.append(["trials (kill -9 of the process group under load, restart)", len(rounds), _NAN, _NAN, _NAN,
+                 "trials"])
+    for kind, label in _LABELS.items():
+        rows.append(_row(f"acknowledged {label}", [r["acknowledged"][kind] for r in rounds],
+                         sum(r["lost"][kind] for r in rounds), "writes"))
+    for key, label in (("before_kill", "passed before the kill"), ("while_down", "passed while down"),
+                       ("ahead", "ahead at the first listing"),
+                       ("at_first_listing", "between serving and the first listing")):
+        rows.append(_row(f"short-MFA sessions, deadline {label}", [r["deadlines"][key] for r in rounds], _NAN,
+                         "sessions"))
+    rows.append(_row("requests sent", [r["requests"] for r in rounds], _NAN, "requests"))
+    rows.append(_row("refused (not 2xx)", [sum(r["refused"].values()) for r in rounds], _NAN, "requests"))
+    rows.append(_row("unanswered at the kill (may or may not be stored)", [r["unanswered"] for r in rounds], _NAN,
+                     "requests"))
+    rows.append(_spread("first start, fresh data directory: spawn -> serving", [r["start_s"] for r in rounds], "s"))
+    rows.append(_spread("restart after kill -9: spawn -> serving", [r["restart_s"] for r in rounds], "s"))
+    rows.append(_spread("deadline passed while down: revoked, after serving",
+                        [v for r in rounds for v in r["revoked_after_restart_s"]], "s"))
+    rows.append(_spread("deadline ahead at the restart: revoked, after the deadline",
+                        [v for r in rounds for v in r["fired_after_deadline_s"]], "s"))
+    acknowledged = sum(sum(r["acknowledged"].values()) for r in rounds)
+    losses = sum(sum(r["lost"].values()) for r in rounds)
+    pending = sum(r["deadlines"]["pending_at_kill"] for r in rounds)
+    not_fired = sum(len(r["not_fired"]) for r in rounds)
+    unclean = sum(bool(r["restart_errors"] or r["check_errors"]) or r["exit_code"] != 0 for r in rounds)
+    result.targets = [
+        Target.bound("C1.losses", f"acknowledged writes missing after the restart = 0 (of {acknowledged:,} checked)",
+                     float(losses), 0.0, "writes"),
+        Target.bound("C1.deadlines", f"short-MFA sessions still there {REVOCATION_GRACE:.0f} s after their deadline "
+                     f"= 0 ({pending} deadlines were pending at the kill)", float(not_fired), 0.0, "sessions"),
+        Target.bound("C1.clean", "restarts that logged an error, failed a request or did not stop cleanly = 0",
+                     float(unclean), 0.0, "restarts"),
+    ]
+    result.notes += _notes(rounds)
+    return result
+
+
+def _notes(rounds: list[dict[str, Any]]) -> list[str]:
+    refused: dict[str, int] = {}
+    for r in rounds:
+        for key, count in r["refused"].items():
+            refused[key] = refused.get(key, 0) + count
+    loads = [r["load_s"] for r in rounds]
+    notes = [f"{len(rounds)} trials, each on a fresh data directory: 32 HTTPS clients for {min(loads):.2f}-"
+             f"{max(loads):.2f} s (seeded), then SIGKILL to the process group; every acknowledged write is looked "
+             "up through the management API of the restarted controller",
+             f"requests with no answer before the kill: {sum(r['failed_before_kill'] for r in rounds)}; error lines "
+             f"logged under load (before the kill): {sum(r['errors_under_load'] for r in rounds)}",
+             "refused requests: " + (", ".join(f"{k} x{v}" for k, v in sorted(refused.items())) or "none")]
+    for r in rounds:
+        if r["lost_ids"] or r["not_fired"] or r["restart_errors"] or r["check_errors"] or r["exit_code"] != 0:
+            notes.append(f"trial {r['trial']}: lost {r['lost_ids']}, deadlines not fired {r['not_fired']}, exit "
+                         f"{r['exit_code']}, failed requests {r['check_errors'][:3]}, restart log errors "
+                         f"{r['restart_errors'][:3]}")
+    return notes
+
+
+def run(quick: bool) -> ScenarioResult:
+    """Run the scenario (``quick``: two short trials, a smoke run)."""
+    plan = QUICK if quick else FULL
+    base = Path(tempfile.mkdtemp(prefix="tollgate-bench-crash-"))
+    try:
+        rounds = trio.run(run_trials, plan, base)
+    except BaseException:
+        print(f"crash scenario failed: its data directories and logs are kept in {base}", file=sys.stderr)
+        raise
+    shutil.rmtree(base, ignore_errors=True)
+    return build_result(rounds, quick)
