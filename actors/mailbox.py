@@ -1,13 +1,11 @@
 """A lean mailbox: a queue allocated only while messages wait, and at most one parked receiver.
 
-A memory channel pair costs about 1.9 KB per actor and even an empty ``deque`` about 700 bytes; a parked actor's
-mailbox is almost always empty, so the queue exists only while it holds something and an idle mailbox is two
-slots (56 bytes). That keeps a parked actor near the 3 KB budget (architecture.md, section 4). Single consumer.
+A parked actor's mailbox is almost always empty, so its queue (a list, which the consumer takes whole) exists only
+while it holds something, and an idle mailbox is two slots. Single consumer.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Coroutine
 from typing import Any, Generic, TypeVar
 
@@ -54,13 +52,14 @@ class SingleWaiter:
 
 
 class Mailbox(SingleWaiter, Generic[M]):
-    """An unbounded single-consumer queue; ``put_nowait`` never blocks, ``get`` parks until a message arrives."""
+    """An unbounded single-consumer queue; ``put_nowait`` never blocks, ``get`` parks until a message arrives, and
+    :meth:`drain` takes everything queued at once."""
 
     __slots__ = ("_items",)
 
     def __init__(self) -> None:
         super().__init__()
-        self._items: deque[M] | None = None
+        self._items: list[M] | None = None
 
     def __len__(self) -> int:
         items = self._items
@@ -69,19 +68,26 @@ class Mailbox(SingleWaiter, Generic[M]):
     def put_nowait(self, message: M) -> None:
         items = self._items
         if items is None:
-            items = self._items = deque()
-        items.append(message)
-        self._wake()
+            self._items = [message]
+            self._wake()  # only an empty mailbox can have a parked consumer
+        else:
+            items.append(message)
 
     def get_nowait(self) -> M:
         """The oldest message; raises ``trio.WouldBlock`` when empty."""
         items = self._items
         if not items:
             raise trio.WouldBlock
-        message = items.popleft()
+        message = items.pop(0)
         if not items:
             self._items = None  # give the queue back: most mailboxes stay empty for long stretches
         return message
+
+    def drain(self) -> list[M]:
+        """Every queued message, oldest first, leaving the mailbox empty (an empty list when it was)."""
+        items = self._items
+        self._items = None
+        return items if items is not None else []
 
     async def get(self) -> M:
         """The oldest message, waiting for one if needed. Cancellation leaves the mailbox intact."""

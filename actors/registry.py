@@ -1,20 +1,21 @@
 """Actors keyed by id: spawned on their first message, passivated when idle, restarted after a crash.
 
-The runtime is generic: a :class:`Behavior` supplies the pure transition (``handle``), the next deadline, how to
-load persisted state and how to carry out effects. Each live actor is one Trio task reading its own
-:class:`~actors.mailbox.Mailbox`; all deadlines share one :class:`~actors.scheduler.Scheduler` heap, which posts a
-deadline message into the actor's mailbox (spawning the actor if it was passivated).
+The runtime is generic: a :class:`Behavior` loads an actor's state and carries out one step over every message
+queued for it. Each live actor is one Trio task reading its own :class:`~actors.mailbox.Mailbox`, taking everything
+queued at once; all deadlines share one :class:`~actors.scheduler.Scheduler` heap, which posts a deadline message
+into the actor's mailbox (spawning the actor if it was passivated). A live actor's state stays in memory
+(:meth:`ActorRegistry.state_of`).
 
-An actor passivates as soon as its mailbox is empty and it has no deadline: its state is persisted by ``perform``
-after every change, so the next message simply loads it again. One actor's exception is logged and the actor is
-restarted from persisted state; the message that raised is dropped, the rest of its mailbox is kept. ``Cancelled``
-always propagates.
+An actor passivates once its mailbox is empty, it has no deadline and what its state still has in flight has
+settled (:meth:`Behavior.settled`): the next message loads it again. A step that raises is logged, every message of
+it is failed (:meth:`Behavior.failed`) and the actor goes on from the state it had before that step; a state that
+cannot be loaded fails one message at a time. ``Cancelled`` always propagates.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -86,14 +87,16 @@ async def _checkpointed(value: T, error: BaseException | None) -> T:
     return value
 
 
-class Behavior(Protocol[S, M, E]):
-    """What an actor does; everything but :meth:`perform` is pure and synchronous."""
+class Behavior(Protocol[S, M]):
+    """What an actor does."""
 
     def load(self, key: str) -> S:
-        """The persisted state of ``key`` (a fresh one when nothing is stored)."""
+        """The state of ``key`` as stored (a fresh one when nothing is stored)."""
 
-    def handle(self, state: S, message: M, now: float) -> tuple[S, Sequence[E]]:
-        """The transition: new state and the effects to carry out."""
+    def step(self, key: str, state: S, messages: list[M], now: float) -> S:
+        """Handle ``messages`` (every one queued, oldest first) at ``now``: answer them, queue what must be
+        written, and return the new state. Synchronous: what must wait (a durable write) is handed on, not
+        awaited."""
 
     def next_deadline(self, state: S) -> float | None:
         """The wall-clock instant at which this actor must next be woken, if any."""
@@ -101,38 +104,36 @@ class Behavior(Protocol[S, M, E]):
     def deadline_message(self, deadline: float) -> M:
         """The message posted when the deadline armed at ``deadline`` is reached."""
 
-    async def perform(self, key: str, before: S, after: S, effects: Sequence[E]) -> S:
-        """Carry out effects (persist, revoke, notify) in the actor's task; returns the state to keep.
-
-        The returned state is ``after`` or ``after`` enriched with what only the shell can know (for example the
-        next deadline derived from the current policies); it must not undo the transition.
-        """
-
     def failed(self, message: M, error: Exception) -> None:
         """Handling ``message`` raised ``error`` (or the state to handle it with could not be loaded): fail the
-        message's reply slot, if it has one, with the error (:meth:`OneShot.fail`). The actor restarts from its
-        persisted state; a request waiting for the reply must not wait forever."""
+        message's reply slot, if it has one, with the error (:meth:`OneShot.fail`); a request waiting for the
+        reply must not wait forever."""
+
+    async def settled(self, state: S) -> None:
+        """Return once nothing the state has in flight (a queued write) can still change what :meth:`load`
+        would find: awaited before the actor passivates."""
 
 
 @dataclass(slots=True)
 class _Actor(Generic[S]):
     mailbox: Mailbox[Any]
+    state: S | None = None
     running: bool = False
     generation: int = 0
     deadline: float | None = None
     fired: float | None = None
 
 
-class ActorRegistry(Generic[S, M, E]):
+class ActorRegistry(Generic[S, M]):
     """Owns every actor of one behaviour.
 
     Args:
         behavior: the actor logic.
-        now: wall-clock time (the controller's clock), passed to ``handle``.
+        now: wall-clock time (the controller's clock), passed to ``step``.
         to_trio: converts a wall-clock deadline into Trio time for the scheduler.
     """
 
-    def __init__(self, behavior: Behavior[S, M, E], now: Callable[[], float],
+    def __init__(self, behavior: Behavior[S, M], now: Callable[[], float],
                  to_trio: Callable[[float], float]) -> None:
         self._behavior = behavior
         self._now = now
@@ -158,6 +159,11 @@ class ActorRegistry(Generic[S, M, E]):
         return {"live": self._live, "known": len(self._actors),
                 "spawned": self.spawned, "crashed": self.crashed, "handled": self.handled,
                 **{f"scheduler_{k}": v for k, v in self._scheduler.statistics().items()}}
+
+    def state_of(self, key: str) -> S | None:
+        """The in-memory state of a live actor (None when it is not loaded)."""
+        actor = self._actors.get(key)
+        return None if actor is None else actor.state
 
     def post(self, key: str, message: M) -> None:
         """Deliver ``message`` to the actor ``key``, spawning it if it is not running. Never blocks."""
@@ -211,29 +217,39 @@ class ActorRegistry(Generic[S, M, E]):
         self.post(key, self._behavior.deadline_message(deadline))
 
     async def _actor_task(self, key: str, actor: _Actor[S]) -> None:
-        consumed = consumed_any = False
+        behavior = self._behavior
         mailbox = actor.mailbox
+        loaded = actor.state is not None
         try:
-            state = self._behavior.load(key)
+            if not loaded:
+                actor.state = behavior.load(key)
+                loaded = True
             while True:
-                consumed = False
                 if not len(mailbox):
                     if actor.deadline is None:
-                        return  # passivate: nothing queued, nothing to wake for
-                    # Parked: this frame holds only the state (the last message and its effects died with _step).
+                        await behavior.settled(actor.state)  # type: ignore[arg-type]
+                        if not len(mailbox) and actor.deadline is None:
+                            return  # passivate: nothing queued, nothing to wake for, nothing in flight
+                        continue
+                    # Parked: this frame holds only the actor record.
                     await mailbox.wait()
-                elif consumed_any:
-                    await trio.lowlevel.checkpoint()  # a long mailbox must not keep the other actors waiting
-                consumed = consumed_any = True
-                state = await self._step(key, actor, state, mailbox.get_nowait())
+                messages = mailbox.drain()
+                try:
+                    actor.state = behavior.step(key, actor.state, messages, self._now())  # type: ignore[arg-type]
+                except Exception as exc:
+                    for message in messages:
+                        behavior.failed(message, exc)
+                    raise
+                self.handled += len(messages)
+                self._set_deadline(key, actor, behavior.next_deadline(actor.state))
         except Exception as exc:
             # The actor boundary: one identity's failure must not take down the others.
             self.crashed += 1
-            log.exception("actor crashed; restarting from persisted state", extra={"actor": key})
+            log.exception("actor crashed; going on from its state before that step", extra={"actor": key})
             self._stopped(actor)
-            if not consumed and len(mailbox):
-                # The state could not even load: fail one message so this ends (a failed step failed its own).
-                self._behavior.failed(mailbox.get_nowait(), exc)
+            if not loaded and len(mailbox):
+                # The state could not even load: fail one message so this ends.
+                behavior.failed(mailbox.get_nowait(), exc)
             if len(mailbox) or actor.deadline is not None:
                 self._spawn(key, actor)
             return
@@ -243,26 +259,6 @@ class ActorRegistry(Generic[S, M, E]):
                 if actor.deadline is None and not len(mailbox):
                     self._actors.pop(key, None)
 
-    async def _step(self, key: str, actor: _Actor[S], state: S, message: M) -> S:
-        """Handle one message: transition, effects, re-arm. Its own frame, so nothing of it outlives the step."""
-        behavior = self._behavior
-        try:
-            new_state, effects = behavior.handle(state, message, self._now())
-            self.handled += 1
-            if effects or new_state is not state:
-                new_state = await behavior.perform(key, state, new_state, effects)
-        except Exception as exc:
-            behavior.failed(message, exc)
-            raise
-        self._set_deadline(key, actor, behavior.next_deadline(new_state))
-        return new_state
-
     def _stopped(self, actor: _Actor[S]) -> None:
         actor.running = False
         self._live -= 1
-
-    def live(self, key: str) -> bool:
-        actor = self._actors.get(key)
-        return bool(actor and actor.running)
-
-

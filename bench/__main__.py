@@ -23,6 +23,7 @@ SCENARIOS = {
     "storage": "bench.storage_bench",
     "sessions": "bench.sessions_bench",
     "crash": "bench.crash_bench",
+    "steps": "bench.steps_bench",
 }
 
 

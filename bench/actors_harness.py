@@ -16,11 +16,11 @@ from typing import Any
 import trio
 
 from actors.lateness import DeadlineOutcome
-from actors.messages import IdentityMessage, PostureReported
 from actors.registry import OneShot
 from bench.actors_probe import CpuMeter
 from bench.identities import seed_mfa_identities, wake_all
 from controller import memory
+from controller.posture.messages import IdentityMessage, PostureReported
 from controller.root import Controller
 
 __all__ = ["Loaded", "Outcomes", "StreamResult", "load_measured", "load_parked", "message_stream"]

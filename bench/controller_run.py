@@ -27,8 +27,8 @@ __all__ = ["Running", "running_controller"]
 _PKI: list[Path] = []
 
 
-def _settings(data_dir: Path) -> Settings:
-    return Settings(data_dir=data_dir, tls=False, worker_threads=True, durable=True,
+def _settings(data_dir: Path, *, worker_threads: bool, durable: bool) -> Settings:
+    return Settings(data_dir=data_dir, tls=False, worker_threads=worker_threads, durable=durable,
                     admin_password="bench-admin-password")
 
 
@@ -54,13 +54,15 @@ class Running:
 
 
 @asynccontextmanager
-async def running_controller(data_dir: Path) -> AsyncIterator[Running]:
+async def running_controller(data_dir: Path, *, worker_threads: bool = True,
+                             durable: bool = True) -> AsyncIterator[Running]:
     """Open ``data_dir`` and start the services in ``controller.main``'s order, under its runtime policy
     (:func:`controller.memory.runtime_policy`): writer, posture engine (which re-arms every persisted deadline),
-    bootstrap, API-session expiry, then :func:`controller.memory.settle`."""
+    bootstrap, API-session expiry, then :func:`controller.memory.settle`. ``worker_threads`` and ``durable`` False
+    commit on the Trio thread without fsync (what a count of instructions wants: one thread, no waiting)."""
     _seed_pki(data_dir)
     started = time.perf_counter()
-    controller = Controller.open(_settings(data_dir))
+    controller = Controller.open(_settings(data_dir, worker_threads=worker_threads, durable=durable))
     try:
         with memory.runtime_policy():
             async with trio.open_nursery() as services:

@@ -5,7 +5,7 @@ one), four Dial services (``open`` with no posture check, ``mac`` behind a MAC c
 check with a one-hour timeout, ``mfa-short`` behind an MFA check timing out after a few seconds), their service
 policies, and one user with a password per client. A user is in the ``long`` or the ``short`` group: a ``long`` user
 may dial ``open``, ``mac`` and ``mfa-long``, a ``short`` user ``open``, ``mac`` and ``mfa-short``, so that the
-sticky MFA time-out of a short user's API session (``controller/posture/evaluate.py``) never touches a session that
+sticky MFA time-out of a short user's API session (``controller/posture/rules.py``) never touches a session that
 must outlive the crash.
 
 :class:`Load` runs the clients. Each works through users of its own, one after another: log in (reporting the SDK

@@ -14,7 +14,7 @@ at a chosen instant, and one Dial session that the deadline revokes. A request p
   times, written with the index entries :meth:`storage.store.WriteTxn.put` would make for it (from the kinds'
   layouts), one ``putmulti`` per database, without re-running the reference and role checks a million times
   (``tests/bench/test_actors_quick.py`` checks the copies against the indexes, the engine and a session grant);
-* each posture state is :func:`controller.posture.codec.encode_state` of an :class:`IdentityState` whose one API
+* each posture state is :func:`controller.posture.state.encode_state` of an :class:`IdentityState` whose one API
   session passed MFA at ``deadline - timeoutSeconds``, with ``deadline`` stored, so that
   :meth:`PostureEngine.run` re-arms it at start and the MFA check starts failing exactly then.
 
@@ -37,16 +37,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
+from msgspec.structs import replace
 
-from actors.messages import ReadState
 from actors.registry import OneShot
 from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
 from controller.clock import format_time
 from controller.posture.access import access_digest
-from controller.posture.codec import encode_state
 from controller.posture.engine import STATE_KIND
-from controller.posture.evaluate import MfaState
-from controller.posture.machine import IdentityState, SessionPosture
+from controller.posture.messages import ReadState
+from controller.posture.records import MfaState
+from controller.posture.state import IdentityState, SessionPosture, encode_state
 from controller.resources.context import WriteContext
 from controller.root import Controller
 from controller.write_path import create_row
@@ -129,7 +129,7 @@ class _Templates:
     identity: dict[str, Any]
     api_session: dict[str, Any]
     session: dict[str, Any]
-    state: dict[str, Any]
+    state: IdentityState
 
 
 def _first(ctx: WriteContext, network: MfaNetwork, identity_id: str, name: str,
@@ -146,9 +146,8 @@ def _first(ctx: WriteContext, network: MfaNetwork, identity_id: str, name: str,
         "type": "Dial", "token": str(uuid.uuid4()), "servicePolicies": [network.policy_id], "tags": {}}, None)
     state = IdentityState(identity_id, sessions={api_session["id"]: SessionPosture(MfaState(passed_mfa_at=passed_at))},
                           last_change_at=passed_at, deadline=deadline, access_digest=access_digest(ctx, identity))
-    encoded = encode_state(state)
-    ctx.txn.put(STATE_KIND, encoded)
-    return _Templates(identity, api_session, session, encoded)
+    ctx.txn.put_raw(STATE_KIND, identity_id, encode_state(state))
+    return _Templates(identity, api_session, session, state)
 
 
 def _token(random_hex: str, i: int) -> str:
@@ -158,30 +157,36 @@ def _token(random_hex: str, i: int) -> str:
 
 
 def _copies(templates: _Templates, identity_id: str, name: str, passed_at: float, deadline: float,
-            tokens: tuple[str, str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """One identity's four rows as copies of the templates: the same shapes, its own ids, tokens and times."""
+            tokens: tuple[str, str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], bytes]:
+    """One identity's four rows as copies of the templates: the same shapes, its own ids, tokens and times (the
+    posture state encoded, as the engine stores it)."""
     api_session_id = identity_id + "a"
-    mfa = {"passed_mfa_at": passed_at, "woken_at": None, "unlocked_at": None, "timed_out": False}
+    state = replace(templates.state, identity_id=identity_id, last_change_at=passed_at, deadline=deadline,
+                    sessions={api_session_id: SessionPosture(MfaState(passed_mfa_at=passed_at))})
     return ({**templates.identity, "id": identity_id, "name": name},
             {**templates.api_session, "id": api_session_id, TOKEN_DIGEST: token_digest(tokens[0]),
              "identityId": identity_id},
             {**templates.session, "id": identity_id + "s", "apiSessionId": api_session_id,
              "identityId": identity_id, "token": tokens[1]},
-            {**templates.state, "id": identity_id, "sessions": {api_session_id: {"mfa": mfa}},
-             "lastChangeAt": passed_at, "deadline": deadline})
+            encode_state(state))
 
 
-async def _bulk_store(controller: Controller, rows: dict[str, list[dict[str, Any]]]) -> None:
+async def _bulk_store(controller: Controller, rows: dict[str, list[Any]]) -> None:
     """Store new rows and their index entries in one durable write, one ``putmulti`` per database.
 
     The entries are exactly those :meth:`storage.store.WriteTxn.put` makes for a new row (the row by id, and its
     keys in every index of the kind: ``Store.indexes``), without its per-row reads: every id is new by
     construction, and a unique value that is already taken makes the whole transaction fail instead of overwriting
-    it.
+    it. The posture states come encoded, each keyed by its identity (the identities, listed first, in the same
+    order).
     """
     store = controller.store
     entries: list[tuple[Any, bool, list[tuple[bytes, bytes]]]] = []
+    identity_ids = [str(row["id"]).encode() for row in rows["identities"]]
     for kind, kind_rows in rows.items():
+        if kind == STATE_KIND:
+            entries.append((store.rows_db(kind), False, list(zip(identity_ids, kind_rows, strict=True))))
+            continue
         ids = [str(row["id"]).encode() for row in kind_rows]
         entries.append((store.rows_db(kind), False, [(i, encode(row)) for i, row in zip(ids, kind_rows, strict=True)]))
         for index, db in store.indexes(kind):
@@ -227,8 +232,7 @@ async def seed_mfa_identities(controller: Controller, count: int, *, deadlines_p
     templates = await _write(controller, lambda ctx: _first(ctx, network, ids[0], names[0],
                                                       deadlines[0] - timeout_seconds, deadlines[0]))
     for begin in range(1, count, chunk):
-        kinds: dict[str, list[dict[str, Any]]] = {"identities": [], "api-sessions": [], "sessions": [],
-                                                   STATE_KIND: []}
+        kinds: dict[str, list[Any]] = {"identities": [], "api-sessions": [], "sessions": [], STATE_KIND: []}
         end = min(count, begin + chunk)
         random_hex = secrets.token_hex(32 * (end - begin))
         for i in range(begin, end):

@@ -22,10 +22,9 @@ from typing import Any
 
 from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
 from controller.clock import format_time
-from controller.posture.codec import encode_state
 from controller.posture.engine import STATE_KIND
-from controller.posture.evaluate import MfaState
-from controller.posture.machine import IdentityState, SessionPosture
+from controller.posture.records import MfaState
+from controller.posture.state import IdentityState, SessionPosture, encode_state
 from controller.resources.context import WriteContext
 from controller.resources.spec import Resource
 from controller.root import Controller
@@ -50,6 +49,7 @@ class ModelSize:
     service_policies: int
     posture: bool = True
     clients: int = 1_000
+    mfa_timeout_seconds: int = -1  # of the model's MFA check (-1: none, so no deadline)
 
 
 MEDIUM = ModelSize("medium", services=100, identities=5_000, edge_routers=100, service_policies=50)
@@ -103,7 +103,7 @@ async def _create_all(controller: Controller, kind: str, bodies: Iterable[dict[s
     return [str(row["id"]) for row in await _bulk(controller, writes)]
 
 
-def _posture_checks() -> list[dict[str, Any]]:
+def _posture_checks(mfa_timeout_seconds: int) -> list[dict[str, Any]]:
     process = {"osType": "Windows", "path": PROCESS_PATH, "hashes": [PROCESS_HASH], "signerFingerprint": SIGNER}
     return [
         {"name": "os", "typeId": "OS", "operatingSystems": [{"type": "Windows", "versions": [">=10.0.0"]}]},
@@ -113,7 +113,8 @@ def _posture_checks() -> list[dict[str, Any]]:
         {"name": "process-multi", "typeId": "PROCESS_MULTI", "semantic": "AllOf",
          "processes": [{"osType": "Windows", "path": PROCESS_PATH, "hashes": [PROCESS_HASH],
                         "signerFingerprints": [SIGNER]}]},
-        {"name": "mfa", "typeId": "MFA", "timeoutSeconds": -1, "promptOnWake": False, "promptOnUnlock": False},
+        {"name": "mfa", "typeId": "MFA", "timeoutSeconds": mfa_timeout_seconds, "promptOnWake": False,
+         "promptOnUnlock": False},
     ]
 
 
@@ -145,7 +146,7 @@ async def load_model(controller: Controller, size: ModelSize) -> Loaded:
                                                      "roleAttributes": [f"sg{j % groups}"]}
                                                     for j in range(size.services)))
     if size.posture:
-        checks = _posture_checks()
+        checks = _posture_checks(size.mfa_timeout_seconds)
         ids = await _create_all(controller, "posture-checks", ({**c, "roleAttributes": ["posture"]} for c in checks))
         loaded.posture_check_ids = {str(c["typeId"]): i for c, i in zip(checks, ids, strict=True)}
     await _create_all(controller, "service-policies", (
@@ -191,16 +192,16 @@ async def _add_clients(controller: Controller, size: ModelSize, loaded: Loaded, 
         loaded.clients.append({"identityId": identity_id, "token": token, "services": dial})
     rows = await _bulk(controller, writes)
     # MFA passed at login for every driven API session (the other checks are reported by the client over HTTP).
-    states = []
+    passed: dict[str, dict[str, SessionPosture]] = {}  # an identity may drive several API sessions
     for client, row in zip(loaded.clients, rows, strict=True):
         client["apiSessionId"] = row["id"]
-        state = IdentityState(client["identityId"],
-                              sessions={row["id"]: SessionPosture(MfaState(passed_mfa_at=now))})
-        states.append(encode_state(state))
+        passed.setdefault(client["identityId"], {})[row["id"]] = SessionPosture(MfaState(passed_mfa_at=now))
+    states = [(identity_id, encode_state(IdentityState(identity_id, sessions=sessions)))
+              for identity_id, sessions in passed.items()]
 
     def put_states(ctx: WriteContext) -> dict[str, Any]:
-        for encoded in states:
-            ctx.txn.put(STATE_KIND, encoded)
+        for identity_id, encoded in states:
+            ctx.txn.put_raw(STATE_KIND, identity_id, encoded)
         return {}
 
     await _bulk(controller, [put_states])

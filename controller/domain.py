@@ -19,6 +19,7 @@ from controller.resources.spec import Mode, Resource
 from controller.validation import validate_body
 from controller.write_path import create_row, delete_row, replace_row
 from controller.writer import Writer
+from storage.batch import Outcome
 from storage.query import FieldType, Symbol
 from storage.store import ReadTxn, Store, WriteTxn
 
@@ -68,6 +69,13 @@ class Domain:
         for barrier in mutation.pending:
             await barrier()
         return result
+
+    def post_write(self, fn: Callable[[WriteContext], Any], on_done: Callable[[Outcome], None]) -> None:
+        """Queue ``fn`` for the next group commit without waiting for it (:meth:`controller.writer.Writer.post`):
+        ``on_done`` gets its outcome on the writer's task once it is durable (or failed), after the listeners have
+        been told of its changes. A barrier a listener returns is not awaited: nobody waits for this write."""
+        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env)
+        self.writer.post(mutation, on_done, on_commit=mutation.committed)
 
     # Generic resource operations -----------------------------------------------------------------------------
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from actors.messages import ApiSessionEnded, Reevaluate
 from controller.authentication import (
     API_SESSIONS,
     ApiSessions,
@@ -121,20 +119,16 @@ class Controller:
                 self.sessions.forget(change.id)
                 identity_id = (change.before or {}).get("identityId")
                 if identity_id:
-                    self.engine.post(str(identity_id), ApiSessionEnded(change.id))
+                    self.engine.api_session_ended(str(identity_id), change.id)
+            elif change.kind == "sessions":
+                self.engine.sessions_changed(change)
             elif change.kind == "identities" and change.before is not None and (
                     change.after is None or _access_fields(change.before) != _access_fields(change.after)):
                 reevaluate.add(change.id)
             elif change.kind in self.registry.access_kinds:
                 # Policies or checks changed: every identity that can hold sessions re-checks them now.
                 reevaluate.update(self.sessions.identities())
-        for identity_id in reevaluate:
-            self.engine.post(identity_id, Reevaluate())
-        return functools.partial(self._settled, reevaluate) if reevaluate else None
-
-    async def _settled(self, identity_ids: set[str]) -> None:
-        for identity_id in identity_ids:
-            await self.engine.settle(identity_id)
+        return self.engine.reevaluate(sorted(reevaluate)) if reevaluate else None
 
     def is_admin(self, identity_id: str) -> bool:
         with self.store.read() as txn:

@@ -28,6 +28,7 @@ commit is in flight; it caps a batch at :data:`INLINE_BATCH`, since an inline co
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -60,6 +61,20 @@ class _Request(OneShot[Outcome]):
         self.on_commit = on_commit
 
 
+class _Posted(_Request):
+    """A mutation queued by :meth:`Writer.post`: nobody waits for it; its outcome goes to ``on_done``."""
+
+    __slots__ = ("on_done",)
+
+    def __init__(self, mutation: Mutation, on_commit: Callable[[], object] | None,
+                 on_done: Callable[[Outcome], None]) -> None:
+        super().__init__(mutation, on_commit)
+        self.on_done = on_done
+
+    def send(self, value: Outcome) -> None:
+        self.on_done(value)
+
+
 class Writer:
     """The single writer of a :class:`Store`.
 
@@ -77,7 +92,10 @@ class Writer:
         if max_batch is None:
             max_batch = THREAD_BATCH if in_thread else INLINE_BATCH
         self._max_batch = max_batch
-        self._send, self._receive = trio.open_memory_channel[_Request](max_batch * 4)
+        # Unbounded, so that post() never blocks; submit() waits while ``_max_waiting`` are queued.
+        self._send, self._receive = trio.open_memory_channel[_Request](math.inf)
+        self._max_waiting = max_batch * 4
+        self._room = trio.lowlevel.ParkingLot()
         self.commits = 0
         self.mutations = 0
         # Seconds the pinned thread spent committing (page writes and fsync); the benchmark reads it.
@@ -101,22 +119,24 @@ class Writer:
         committed write, such as telling subscribers, goes there. An exception it raises becomes this call's.
         """
         await trio.lowlevel.checkpoint_if_cancelled()  # a caller already cancelled queues nothing
+        while self._send.statistics().current_buffer_used >= self._max_waiting:
+            await self._room.park()  # backpressure: the writer makes room as it takes batches
         request = _Request(mutation, on_commit)
-        try:
-            # Queued without a yield when there is room: the wait below is this call's checkpoint, and a second
-            # trip through the scheduler per write showed up as a cost in every actor step.
-            self._send.send_nowait(request)
-            queued = True
-        except trio.WouldBlock:
-            queued = False
-        if not queued:
-            # The queue is full: wait for room (backpressure). Outside the handler: awaiting inside it would keep
-            # the exception, its traceback and their frames alive for the whole wait, and under saturation (every
-            # submitter waiting) those were a tenth of what the young garbage collections traversed.
-            await self._send.send(request)
+        # Queued without a yield: the wait below is this call's checkpoint.
+        self._send.send_nowait(request)
         outcome = await request.receive()
         result: T = outcome.unwrap()
         return result
+
+    def post(self, mutation: Mutation, on_done: Callable[[Outcome], None], *,
+             on_commit: Callable[[], object] | None = None) -> None:
+        """Queue ``mutation`` without waiting: ``on_done`` gets its :class:`Outcome` on the writer's task once the
+        batch holding it has committed (or failed); ``on_commit`` runs before, as for :meth:`submit`.
+
+        Never blocks: the callers (the identity actors) bound what they post themselves, one write pending per
+        identity at most, so this queue cannot grow beyond the live identities.
+        """
+        self._send.send_nowait(_Posted(mutation, on_commit, on_done))
 
     def _take(self, first: _Request) -> list[_Request]:
         batch = [first]
@@ -125,6 +145,7 @@ class Writer:
                 batch.append(self._receive.receive_nowait())
             except trio.WouldBlock:
                 break
+        self._room.unpark_all()
         return batch
 
     def _answer(self, batch: list[_Request], outcomes: list[Outcome]) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import lmdb
 
 from storage.indexes import Index, layout_indexes, open_indexes
-from storage.keys import check_row_keys, composite_key, is_storable, to_key
+from storage.keys import MAX_KEY_BYTES, check_row_keys, composite_key, is_storable, to_key
 from storage.ownership import StoreInUse, claim, release
 from storage.rows import decode, decode_row, encode, projection
 from storage.shared_memo import SharedMemo
@@ -109,10 +109,10 @@ class ReadTxn:
     # nothing, instead of reaching LMDB, which would raise.
 
     def get(self, kind: str, row_id: str) -> dict[str, Any] | None:
-        key = to_key(row_id)
-        if not is_storable(key):
+        key = str(row_id).encode()  # to_key and is_storable, inline: rows are read on every path
+        if not 0 < len(key) <= MAX_KEY_BYTES:
             return None
-        data = self._txn.get(key, db=self._store.rows_db(kind))
+        data = self._txn.get(key, None, self._store._rows[kind])
         return None if data is None else decode_row(data)
 
     def get_many(self, kind: str, ids: Iterable[str], fields: frozenset[str] | None = None) -> list[dict[str, Any]]:
@@ -129,8 +129,8 @@ class ReadTxn:
         return rows
 
     def exists(self, kind: str, row_id: str) -> bool:
-        key = to_key(row_id)
-        return is_storable(key) and self._txn.get(key, db=self._store.rows_db(kind)) is not None
+        key = str(row_id).encode()
+        return 0 < len(key) <= MAX_KEY_BYTES and self._txn.get(key, None, self._store._rows[kind]) is not None
 
     def scan(self, kind: str, fields: frozenset[str] | None = None) -> Iterator[dict[str, Any]]:
         """Every row of the kind, in id byte order (valid only while the transaction is open); only ``fields`` of
@@ -143,6 +143,23 @@ class ReadTxn:
         with cursor:
             for _key_bytes, data in cursor:
                 yield decode_data(data)
+
+    def get_raw(self, kind: str, row_id: str) -> bytes | None:
+        """The stored bytes of a row of a kind kept with :meth:`WriteTxn.put_raw`, undecoded (None when absent)."""
+        key = str(row_id).encode()
+        if not 0 < len(key) <= MAX_KEY_BYTES:
+            return None
+        data = self._txn.get(key, None, self._store._rows[kind])
+        return None if data is None else bytes(data)
+
+    def scan_raw(self, kind: str) -> Iterator[tuple[str, bytes]]:
+        """Every ``(id, stored bytes)`` of a kind kept with :meth:`WriteTxn.put_raw`, in id byte order (valid only
+        while the transaction is open)."""
+        cursor = self._txn.cursor(db=self._store.rows_db(kind))
+        self._cursors.append(cursor)  # closed when the transaction ends, as scan's
+        with cursor:
+            for key_bytes, data in cursor:
+                yield _text(key_bytes), bytes(data)
 
     def ids(self, kind: str, offset: int = 0, limit: int | None = None) -> list[str]:
         """The kind's ids in byte order, from the ``offset``-th, at most ``limit`` of them; no row is read."""
@@ -261,6 +278,27 @@ class WriteTxn(ReadTxn):
             for index_key in keys:
                 self._txn.put(index_key, key, db=db)
 
+    def put_raw(self, kind: str, row_id: str, value: bytes) -> None:
+        """Store ``value`` as the row ``row_id`` of a kind the caller encodes itself (the identity actors' state):
+        no index, no decoding of what it replaces; read it back with :meth:`get_raw`.
+
+        Raises:
+            ValueError: the kind has indexes or is watched (:meth:`put` keeps those in step).
+            storage.keys.UnstorableValue: ``row_id`` cannot be a key.
+        """
+        store = self._store
+        if kind not in store.raw_kinds:
+            raise ValueError(f"{kind} keeps indexes: put its rows with put()")
+        key = str(row_id).encode()
+        if not 0 < len(key) <= MAX_KEY_BYTES:
+            check_row_keys(store.layout(kind), {"id": row_id})
+        self._txn.put(key, value, True, True, False, store._rows[kind])
+
+    def delete_raw(self, kind: str, row_id: str) -> bool:
+        """Delete a row kept with :meth:`put_raw`; whether there was one."""
+        key = str(row_id).encode()
+        return 0 < len(key) <= MAX_KEY_BYTES and bool(self._txn.delete(key, b"", self._store._rows[kind]))
+
     def delete(self, kind: str, row_id: str, *, stored: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """Delete a row and its index entries; returns the deleted row, or None when there was none.
 
@@ -341,6 +379,11 @@ class Store:
             self._dbs: dict[str, Any] = open_indexes(self.env, indexes)
             self._indexes = {kind: [(index, self._dbs[index.name]) for index in kind_indexes]
                              for kind, kind_indexes in indexes.items()}
+            # By kind, looked up on every read: no name to build each time.
+            self._rows = {kind: self._dbs[f"r/{kind}"] for kind in self._layouts}
+            # The kinds put_raw may write: no index to keep, no shared memo to renew.
+            self.raw_kinds = frozenset(kind for kind, layout in self._layouts.items()
+                                       if not layout.watched and not indexes[kind])
             self.meta_db = self.env.open_db(b"meta", create=True)
         except BaseException:
             if self.env is not None:
@@ -364,6 +407,11 @@ class Store:
         finally:
             self.writes_held = False
 
+    def memo_token(self) -> object:
+        """What identifies the current shared memo's answers: a value derived from the watched kinds and kept
+        with this token is current while ``memo_token()`` still returns the same object."""
+        return self.memo.entries
+
     def watched_write(self, txn_id: int) -> None:
         """A write transaction (``txn_id``) touches a watched kind: snapshots from its commit on start a new memo.
 
@@ -383,7 +431,7 @@ class Store:
         return self._layouts[kind]
 
     def rows_db(self, kind: str) -> Any:
-        return self._dbs[f"r/{kind}"]
+        return self._rows[kind]
 
     def index_db(self, prefix: str, kind: str, field: str) -> Any:
         return self._dbs[f"{prefix}/{kind}/{field}"]

@@ -10,7 +10,6 @@ from typing import Any
 
 from quart import Blueprint, Response
 
-from actors.messages import CreateSession, PostureReported
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause, nested_cause, not_found
 from controller.posture.access import service_permissions_map
@@ -158,8 +157,8 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         woken = any(bool(r.get("woken")) for r in states)
         unlocked = any(bool(r.get("unlocked")) for r in states)
         # One message for the whole request: one decision and one durable write, however many items it holds.
-        services: list[dict[str, Any]] = await engine.ask(
-            session.identity_id, lambda reply: PostureReported(session.id, others, reply, woken, unlocked))
+        services = await engine.report_posture(session.identity_id, session.id, others, woken=woken,
+                                               unlocked=unlocked)
         return created({"services": services})
 
     async def single_response() -> Response:
@@ -186,8 +185,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
                                                              session_type))
         tags: dict[str, Any] = body["tags"] if isinstance(body.get("tags"), dict) else {}
         check_storable(tags, "tags")
-        row: dict[str, Any] = await engine.ask(session.identity_id,
-                               lambda reply: CreateSession(session.id, service_id, session_type, tags, reply))
+        row = await engine.request_session(session.identity_id, session.id, service_id, session_type, tags)
         return created(session_detail(row))
 
     def visible_sessions(identity_id: str) -> set[str] | None:

@@ -13,7 +13,7 @@ from controller.clock import format_time
 from controller.errors import ApiError, field_cause, not_found
 from controller.policies import reachable
 from controller.posture.access import service_permissions_map
-from controller.posture.machine import IdentityState, SessionPosture
+from controller.posture.state import IdentityState, SessionPosture
 from controller.present import entity_ref
 from controller.resources.context import ReadContext
 from controller.root import Controller

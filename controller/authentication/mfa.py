@@ -24,7 +24,6 @@ from urllib.parse import quote, urlencode
 import pyotp
 import segno
 
-from actors.messages import MfaPassed, MfaRemoved
 from controller.authentication.disable import disable
 from controller.authentication.throttle import MFA_LOCKOUT_FAILURES, MFA_LOCKOUT_MINUTES
 from controller.clock import format_time
@@ -247,9 +246,8 @@ class MfaService:
             await self.controller.sessions.mark_mfa_required(session.id)
         else:
             await self.controller.sessions.mark_mfa_complete(session.id)
-        self.controller.engine.post(session.identity_id, MfaPassed(session.id))
         # Answered once the pass is durable: a crash after the answer must not take it back.
-        await self.controller.engine.settle(session.identity_id)
+        await self.controller.engine.mfa_passed(session.identity_id, session.id)
 
     async def verify(self, session: LiveSession, code: Any) -> None:
         """Complete enrolment with a TOTP (recovery codes do not count here); 404 unless an unverified one exists."""
@@ -283,9 +281,8 @@ class MfaService:
             accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
         await self._update(session.identity_id, record, accepted, lambda r: None, passes_end=record["isVerified"])
         if record["isVerified"]:
-            self.controller.engine.post(session.identity_id, MfaRemoved())
-            # Queued behind the removal: once the actor answers, its revocations are committed.
-            await self.controller.engine.settle(session.identity_id)
+            # Returns once the sessions that depended on the removed MFA are revoked, durably.
+            await self.controller.engine.mfa_removed(session.identity_id)
 
     async def remove_by_admin(self, identity_id: str) -> None:
         """``DELETE /identities/{id}/mfa``: removes a verified or pending enrolment (200 even when there is none).

@@ -13,7 +13,6 @@ from typing import Any
 
 from cryptography import x509
 
-from actors.messages import ApiSessionStarted
 from controller.errors import ApiError
 from controller.resources.identities import identity_disabled
 from storage.store import ReadTxn
@@ -69,7 +68,7 @@ async def start_session(controller: Any, identity: Mapping[str, Any], authentica
                                                            mfa_required=mfa_required,
                                                            ext_jwt_signer_id=required_ext_jwt_signer(policy),
                                                            certificate=certificate)
-    controller.engine.post(identity["id"], ApiSessionStarted(row["id"]))
+    controller.engine.api_session_started(identity["id"], row["id"])
     return row
 
 

@@ -1,58 +1,13 @@
-"""Posture-check rules, pure (no I/O, no Trio): range matching, body normalisation and check evaluation.
+"""Posture: what endpoints report, the rules checks apply to it, and the engine that keeps every identity's
+sessions in line with them.
 
 * :mod:`controller.posture.versions`: semver range statements of OS checks and reported OS versions;
 * :mod:`controller.posture.normalize`: aliases, validation and the stored form of posture-check bodies;
-* :mod:`controller.posture.evaluate`: one check against an identity's posture data and an API session's MFA state.
+* :mod:`controller.posture.records`: posture records and MFA state, and the MFA time rules;
+* :mod:`controller.posture.rules`: each check type's rule, as a verdict and as a report;
+* :mod:`controller.posture.access` and :mod:`controller.posture.plan`: what policies give an identity, and the
+  plans an actor evaluates posture against;
+* :mod:`controller.posture.state`, :mod:`controller.posture.messages`, :mod:`controller.posture.machine` and
+  :mod:`controller.posture.engine`: the identity actors (state, messages, pure transitions, shell);
+* :mod:`controller.posture.queries`: what the Client API shows an endpoint about a service's posture checks.
 """
-
-from __future__ import annotations
-
-from controller.posture.evaluate import (
-    MFA_GRACE_SECONDS,
-    CheckResult,
-    DomainRecord,
-    MacRecord,
-    MfaState,
-    OsRecord,
-    PostureData,
-    ProcessRecord,
-    evaluate_check,
-    failure_entry,
-    mfa_deadline,
-    mfa_timeout,
-    mfa_timeout_remaining,
-)
-from controller.posture.normalize import (
-    CHECK_TYPES,
-    OS_TYPES,
-    apply_aliases,
-    canonical_mac,
-    clean_hex,
-    normalize_check,
-)
-from controller.posture.versions import reported_version, validate_range, version_matches
-
-__all__ = [
-    "CHECK_TYPES",
-    "MFA_GRACE_SECONDS",
-    "OS_TYPES",
-    "CheckResult",
-    "DomainRecord",
-    "MacRecord",
-    "MfaState",
-    "OsRecord",
-    "PostureData",
-    "ProcessRecord",
-    "apply_aliases",
-    "canonical_mac",
-    "clean_hex",
-    "evaluate_check",
-    "failure_entry",
-    "mfa_deadline",
-    "mfa_timeout",
-    "mfa_timeout_remaining",
-    "normalize_check",
-    "reported_version",
-    "validate_range",
-    "version_matches",
-]

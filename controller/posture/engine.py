@@ -1,112 +1,216 @@
-"""The posture engine: one actor per identity, its shell, and the facade request handlers call.
+"""The posture engine: one actor per identity, its shell, and the methods callers use.
 
-:class:`IdentityBehavior` is the thin async shell around the pure machine (``controller/posture/machine.py``): it
-loads and persists state, decides session requests, re-evaluates the identity's sessions and deletes those that
-fail, and works out the next MFA deadline, which the actor registry arms on its single scheduler heap. Everything
-an effect writes (state, revoked sessions, a created session) goes into one durable write before any reply is sent.
+:class:`IdentityBehavior` is the thin shell around the pure machine (``controller/posture/machine.py``). A live
+identity (:class:`LiveIdentity`) keeps in memory its state, its Dial/Bind sessions and its plan
+(``controller/posture/plan.py``); a step hands the machine everything queued, then carries out the transition:
 
-The first re-evaluation at or after the state's deadline is the decision on that deadline (usually the one the
-deadline itself prompts; a message that arrives just after the deadline decides it first): the engine's
+* **Writes are queued, not awaited** (:meth:`controller.domain.Domain.post_write`): the actor goes on with the next
+  messages while the write waits for its group commit (written behind: the state is at most one commit behind
+  the actor). An identity has at most one write queued and not yet begun; a later step merges into it. Whatever a
+  step changed (a session created or revoked, a report recorded) is durable before anyone hears of it: the
+  step's answers go out from the write's completion. A crash therefore loses at most reports nobody was answered
+  for, and the state on restart is one the endpoint reported.
+* **Sessions are kept in memory**: loaded with the identity, changed by the actor's own grants and revocations, and
+  by every other committed change of the sessions kind (an admin's delete, a cascade: :meth:`PostureEngine.
+  sessions_changed`), so a step reads no session row.
+* **The plan is kept while valid**: rebuilt when a write to a kind that shapes access replaced the store's shared
+  memo, or when the identity's own roles changed (``Reevaluate``); shared by every identity with the same roles.
+
+The first re-check at or after the state's deadline is the decision on that deadline: the engine's
 :class:`~actors.lateness.LatenessRecorder` (``PostureEngine.lateness``) learns how late the decision was computed and
 how late its revocations became durable.
 """
 
 from __future__ import annotations
 
-import functools
-import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import trio
-from msgspec.structs import replace
 
 from actors.lateness import DeadlineOutcome, LatenessRecorder
-from actors.messages import (
-    CreateSession,
-    DeadlineReached,
-    IdentityMessage,
-    MfaRemoved,
-    PostureReported,
-    ReadState,
-    Settle,
-)
 from actors.registry import ActorRegistry, OneShot
 from controller.domain import Domain
 from controller.errors import ApiError
-from controller.posture.access import access_digest, mfa_checks_for
-from controller.posture.codec import decode_state, encode_state
-from controller.posture.decide import decide_session, revaluate, timer_changes
-from controller.posture.evaluate import PostureData, mfa_deadline
-from controller.posture.machine import (
-    ClearPendingRemoval,
-    Decide,
-    Effect,
-    IdentityState,
-    Persist,
-    Reply,
-    ReportTimers,
-    Revaluate,
-    handle,
-    mark_timed_out,
-    record_failure,
+from controller.ids import new_id
+from controller.posture import machine
+from controller.posture.machine import SessionRef, Transition
+from controller.posture.messages import (
+    ApiSessionEnded,
+    ApiSessionStarted,
+    CreateSession,
+    DeadlineReached,
+    IdentityMessage,
+    MfaPassed,
+    MfaRemoved,
+    PostureReported,
+    ReadState,
+    Reevaluate,
+    Settle,
+    WriteFailed,
 )
-from controller.resources.context import ReadContext, WriteContext
-from controller.resources.spec import Resource
+from controller.posture.plan import IdentityPlan, identity_plan
+from controller.posture.state import IdentityState, decode_state, encode_state
+from controller.resources.context import Change, WriteContext
 from controller.write_path import create_row, delete_row
+from storage.batch import Outcome
 
-__all__ = ["PENDING_KIND", "STATE_KIND", "IdentityBehavior", "PostureEngine", "record_mfa_removal"]
+__all__ = ["PENDING_KIND", "STATE_KIND", "IdentityBehavior", "LiveIdentity", "PostureEngine", "record_mfa_removal"]
 
 STATE_KIND = "posture-state"
 PENDING_KIND = "posture-pending"
 """Per identity: an MFA removal committed but not yet handled by its actor (see :func:`record_mfa_removal`)."""
-
+SESSIONS = "sessions"
 T = TypeVar("T")
 
-# Shared by every loaded state that has nothing of its own: a parked actor holds its state for as long as it waits
-# (a million of them at once), and most identities report no posture data and no SDK details.
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-_NO_POSTURE = PostureData(processes=_EMPTY, process_paths=_EMPTY)
+
+class LiveIdentity:
+    """A loaded identity: its state, its Dial/Bind sessions, its plan (None until a step needs it) and its latest
+    queued write."""
+
+    __slots__ = ("plan", "sessions", "state", "write")
+
+    def __init__(self, state: IdentityState, sessions: tuple[SessionRef, ...]) -> None:
+        self.state = state
+        self.sessions = sessions
+        self.plan: IdentityPlan | None = None
+        self.write: _StepWrite | None = None
 
 
-@dataclass(slots=True)
-class _Plan:
-    """What one ``perform`` will write and answer, collected while reading one snapshot."""
+class _Flush:
+    """One queued write for every identity write (:class:`_StepWrite`) queued since the last one began: identities
+    write together, in one mutation of one group commit."""
 
-    persist: bool = False
-    clear_pending: bool = False  # delete the identity's pending MFA removal record
-    gone: bool = False  # the identity no longer exists
-    revoke: list[str] = field(default_factory=list)
-    create: dict[str, Any] | None = None
-    replies: list[tuple[OneShot[Any], Any]] = field(default_factory=list)
-    create_reply: OneShot[Any] | None = None
-    deadline: float | None = None
-    decided_at: float = 0.0
+    __slots__ = ("begun", "engine", "writes")
+
+    def __init__(self, engine: PostureEngine) -> None:
+        self.engine = engine
+        self.writes: list[_StepWrite] = []
+        self.begun = False
+
+    def __call__(self, ctx: WriteContext) -> None:
+        self.begun = True
+        for write in self.writes:
+            write.begun = True
+        for write in self.writes:
+            write.apply(ctx)
+
+    def finished(self, outcome: Outcome) -> None:
+        for write in self.writes:
+            write.finished(outcome)
+
+
+class _StepWrite:
+    """The queued write of an identity: sessions to revoke and create, and its state (encoded when the write runs,
+    so that steps merged into it before then only replace ``state``). Answers what waits for it once durable.
+
+    The lists stay None until a step needs them: most writes carry only the state of a posture report."""
+
+    __slots__ = ("begun", "done", "engine", "gone", "grants", "key", "lateness", "pending_cleared", "replies",
+                 "revoke", "settles", "state", "waiter")
+
+    def __init__(self, engine: PostureEngine, key: str) -> None:
+        self.engine = engine
+        self.key = key
+        self.state: IdentityState | None = None
+        self.revoke: list[str] | None = None
+        # Per granted session: its id, its body (the stored row once written, or the ApiError that refused it),
+        # and the requests answered with it.
+        self.grants: list[tuple[str, Any, list[OneShot[Any]]]] | None = None
+        self.replies: list[tuple[OneShot[Any], Any]] | None = None
+        self.settles: list[OneShot[Any]] | None = None
+        self.lateness: list[tuple[float, float, int]] | None = None  # deadline, decided at, sessions revoked
+        self.pending_cleared = self.begun = self.done = self.gone = False
+        self.waiter: OneShot[None] | None = None
+
+    def apply(self, ctx: WriteContext) -> None:
+        """Write it (in the transaction of its :class:`_Flush`). Refusals of a grant are answers, not errors: only
+        a failure of the store itself may raise, and that fails the whole commit anyway.
+
+        The state of an identity deleted since the step is written all the same (a session is not: it would
+        reference no identity): the identity's actor learns of the deletion (``Reevaluate``) and drops the state in
+        a later write."""
+        txn, key = ctx.txn, self.key
+        if self.revoke or self.grants:
+            if not txn.exists("identities", key):
+                self.gone = True
+                return
+            sessions = ctx.registry[SESSIONS]
+            for session_id in self.revoke or ():
+                if txn.exists(SESSIONS, session_id):
+                    delete_row(ctx, sessions, session_id)
+            grants = self.grants or []
+            for index, (session_id, body, replies) in enumerate(grants):
+                # Its API session may have ended, or its service gone, since the decision.
+                if not (txn.exists("api-sessions", body["apiSessionId"])
+                        and txn.exists("services", body["serviceId"])):
+                    grants[index] = (session_id, ApiError("NOT_FOUND"), replies)
+                else:
+                    grants[index] = (session_id, create_row(ctx, sessions, body, None, session_id), replies)
+        if self.state is not None:
+            txn.put_raw(STATE_KIND, key, encode_state(self.state))
+        if self.pending_cleared:
+            txn.delete_raw(PENDING_KIND, key)
+
+    def finished(self, outcome: Outcome) -> None:
+        """The write's outcome, on the writer's task: answer what waited for it."""
+        self.done = True
+        error: BaseException | None = ApiError("UNAUTHORIZED") if self.gone else outcome.error
+        if error is not None:
+            for reply, _ in self.replies or ():
+                reply.fail(error)
+            for _, _, replies in self.grants or ():
+                for reply in replies:
+                    reply.fail(error)
+            # What the actor holds is ahead of what is stored: it loads again (and finds a deleted identity gone).
+            self.engine.post(self.key, WriteFailed())
+        else:
+            if self.replies:
+                _send(self.replies)
+            for _, row, replies in self.grants or ():
+                _send([(reply, row) for reply in replies])
+            if self.lateness:
+                engine = self.engine
+                durable_at = engine.domain.clock.now()
+                for deadline, decided_at, revoked in self.lateness:
+                    engine.lateness.record(DeadlineOutcome(self.key, deadline, decided_at, durable_at, revoked))
+        for reply in self.settles or ():
+            reply.send(None)
+        if self.waiter is not None:
+            self.waiter.send(None)
+
+
+def _send(replies: list[tuple[OneShot[Any], Any]]) -> None:
+    """Answer every reply slot; an :class:`ApiError` answer is raised in its receiver."""
+    for reply, value in replies:
+        if isinstance(value, ApiError):
+            reply.fail(value)
+        else:
+            reply.send(value)
 
 
 class IdentityBehavior:
     """The shell of an identity actor (see :class:`actors.registry.Behavior`).
 
-    ``evaluate_posture`` False is the global off switch: sessions are decided and re-evaluated on policies alone.
+    ``evaluate_posture`` False is the global off switch: sessions are decided and re-checked on policies alone.
     """
 
-    def __init__(self, domain: Domain, *, evaluate_posture: bool = True) -> None:
-        self.domain = domain
+    def __init__(self, engine: PostureEngine, *, evaluate_posture: bool = True) -> None:
+        self.engine = engine
+        self.domain = engine.domain
         self.evaluate_posture = evaluate_posture
-        self.lateness = LatenessRecorder()
 
-    def load(self, key: str) -> IdentityState:
+    def load(self, key: str) -> LiveIdentity:
         with self.domain.store.read() as txn:
-            return _compact(decode_state(key, txn.get(STATE_KIND, key)))
+            state = decode_state(key, txn.get_raw(STATE_KIND, key))
+            refs = tuple(SessionRef(str(row["id"]), str(row["apiSessionId"]), str(row["serviceId"]),
+                                    str(row["type"]))
+                         for row in txn.get_many(SESSIONS, txn.ids_by_ref(SESSIONS, "identityId", key)))
+        return LiveIdentity(state, refs)
 
-    def handle(self, state: IdentityState, message: IdentityMessage, now: float) -> tuple[IdentityState,
-                                                                                           Sequence[Effect]]:
-        return handle(state, message, now)
-
-    def next_deadline(self, state: IdentityState) -> float | None:
-        return state.deadline
+    def next_deadline(self, live: LiveIdentity) -> float | None:
+        return live.state.deadline
 
     def deadline_message(self, deadline: float) -> DeadlineReached:
         return DeadlineReached(deadline)
@@ -118,151 +222,129 @@ class IdentityBehavior:
                 if reply is not None:
                     reply.fail(error)
 
-    async def perform(self, key: str, before: IdentityState, after: IdentityState,
-                      effects: Sequence[Effect]) -> IdentityState:
-        state, plan = self._plan(key, before, after, effects, self.domain.clock.now())
-        if plan.gone:
-            await self.domain.write(functools.partial(_drop_state, key))
-            _send(plan.replies)
-            return IdentityState(key)
-        created = None
-        if plan.persist or plan.revoke or plan.create is not None or plan.clear_pending:
-            # Awaited here, not in a helper coroutine: a step waiting for its commit holds one frame less.
-            created = await self.domain.write(_StepWrite(self.domain.registry["sessions"], state, plan))
-        if plan.deadline is not None:
-            self.lateness.record(DeadlineOutcome(key, plan.deadline, plan.decided_at, self.domain.clock.now(),
-                                                 len(plan.revoke)))
-        if plan.create_reply is not None:
-            plan.replies.append((plan.create_reply, created))
-        _send(plan.replies)
-        return state
+    async def settled(self, live: LiveIdentity) -> None:
+        write = live.write
+        if write is not None and not write.done:
+            if write.waiter is None:
+                write.waiter = OneShot()
+            await write.waiter.receive()
 
-    def _plan(self, key: str, before: IdentityState, after: IdentityState, effects: Sequence[Effect],
-              now: float) -> tuple[IdentityState, _Plan]:
-        """Carry out the effects against one snapshot: the state to keep and what to write and answer.
+    def step(self, key: str, live: LiveIdentity, messages: list[IdentityMessage], now: float) -> LiveIdentity:
+        plan = live.plan
+        current = plan is not None and plan.valid(self.domain.store)
+        for message in messages:
+            kind = type(message)
+            if kind is CreateSession:
+                current = current and message.service_id in plan.services  # type: ignore[union-attr]
+            elif kind is Reevaluate:
+                current = False
+            elif kind is WriteFailed:
+                live = self.load(key)
+                current = False
+        if current:
+            services = plan.services  # type: ignore[union-attr]
+            for ref in live.sessions:
+                if ref.service_id not in services:
+                    current = False
+                    break
+        if not current:
+            plan = self._plan(key, live, messages)
+        t = machine.step(live.state, live.sessions, plan, messages, now, evaluate_posture=self.evaluate_posture)
+        return self._carry_out(key, live, t, now)
 
-        Synchronous, so that the snapshot, its memo and the rows read die with this frame before the write is
-        awaited: every step waiting for its commit would otherwise keep them for the collector to traverse."""
-        plan = _Plan()
-        state = after
-        # Only a re-evaluation (policies or MFA state may have moved) or a decision can change the next deadline;
-        # a read must not pay for working it out again.
-        rearm = False
+    def _plan(self, key: str, live: LiveIdentity, messages: Sequence[IdentityMessage]) -> IdentityPlan | None:
+        """The identity's plan from a snapshot, knowing every service the step needs (None: the identity is gone).
+        Built anew when it is no longer valid or the identity changed (``Reevaluate``)."""
+        plan = live.plan
+        rebuild = plan is None or not plan.valid(self.domain.store) or any(type(m) is Reevaluate for m in messages)
         with self.domain.read() as ctx:
-            identity = ctx.txn.get("identities", key)
-            if identity is None:
-                # The identity is gone: drop its state; any pending reply learns the identity no longer exists.
-                plan.gone = True
-                for effect in effects:
-                    if isinstance(effect, Decide):
-                        plan.replies.append((effect.request.reply, ApiError("UNAUTHORIZED")))
-                    elif isinstance(effect, Reply | ReportTimers) and effect.reply is not None:
-                        plan.replies.append((effect.reply, [] if isinstance(effect, ReportTimers) else
-                                             ApiError("NOT_FOUND") if isinstance(effect.value, IdentityState)
-                                             else effect.value))
-                return state, plan
-            for effect in effects:
-                match effect:
-                    case Persist():
-                        plan.persist = True
-                    case ClearPendingRemoval():
-                        plan.clear_pending = True
-                    case Revaluate(access=access):
-                        rearm = True
-                        digest = (access_digest(ctx, identity) if access or state.access_digest is None
-                                  else state.access_digest)
-                        if digest != state.access_digest:
-                            # Gained or lost a service, a session type or a check: clients must refresh.
-                            changed_at = now if state.access_digest is not None else state.last_change_at
-                            state = replace(state, access_digest=digest, last_change_at=changed_at)
-                            plan.persist = True
-                        revoked, timed_out = revaluate(ctx, identity, state, now,
-                                                       evaluate_posture=self.evaluate_posture)
-                        plan.revoke.extend(revoked)
-                        if before.deadline is not None and before.deadline <= now:
-                            plan.deadline, plan.decided_at = before.deadline, self.domain.clock.now()
-                        changed_at = now if revoked else state.last_change_at
-                        if timed_out:
-                            state = mark_timed_out(state, timed_out, last_change_at=changed_at)
-                        elif revoked:
-                            state = replace(state, last_change_at=now)
-                        plan.persist = plan.persist or bool(revoked or timed_out)
-                    case Decide(request):
-                        rearm = True
-                        outcome = decide_session(ctx, identity, state, request, now,
-                                                 evaluate_posture=self.evaluate_posture)
-                        if outcome.failure is not None:
-                            state = record_failure(state, outcome.failure)
-                            plan.persist = True
-                        if outcome.create is not None:
-                            plan.create = outcome.create
-                            plan.create_reply = request.reply
-                        else:
-                            plan.replies.append((request.reply, outcome.reply))
-                    case ReportTimers(api_session_id, woken, unlocked, reply):
-                        if reply is not None:
-                            plan.replies.append((reply, timer_changes(ctx, identity, state, api_session_id, woken,
-                                                                      unlocked, now)))
-                    case Reply(reply, value):
-                        plan.replies.append((reply, state if isinstance(value, IdentityState) else value))
-            deadline = self._next_deadline(ctx, identity, state, now) if rearm else state.deadline
-        if deadline != state.deadline:
-            state = replace(state, deadline=deadline)
-            plan.persist = True
-        return state, plan
+            if rebuild:
+                identity = ctx.txn.get("identities", key)
+                plan = live.plan = identity_plan(ctx, identity, self.domain.store) if identity is not None else None
+            if plan is not None:
+                for ref in live.sessions:
+                    plan.service(ctx, ref.service_id)
+                for message in messages:
+                    if type(message) is CreateSession:
+                        plan.service(ctx, message.service_id)
+        return plan
 
-    def _next_deadline(self, ctx: ReadContext, identity: Mapping[str, Any], state: IdentityState,
-                       now: float) -> float | None:
-        """The earliest instant at which a currently passing MFA check of this identity will start failing."""
-        passed = [s.mfa for s in state.sessions.values() if s.mfa.passed_mfa_at is not None and not s.mfa.timed_out]
-        if not passed:
-            return None
-        checks = mfa_checks_for(ctx, identity)
-        candidates = [d for mfa in passed for check in checks
-                      if (d := mfa_deadline(check, mfa)) is not None and d > now]
-        return min(candidates, default=None)
+    def _carry_out(self, key: str, live: LiveIdentity, t: Transition, now: float) -> LiveIdentity:
+        if t.gone:
+            self.domain.post_write(lambda ctx: _drop(ctx, key), _ignore)
+            _send(t.replies)
+            _send([(reply, None) for reply in t.settles])
+            return LiveIdentity(t.state, ())
+        live.state = t.state
+        write = live.write
+        if t.persist or t.revoke or t.grants or t.clear_pending:
+            if write is None or write.begun:
+                write = live.write = _StepWrite(self.engine, key)
+                self.engine.queue(write)
+            write.state = t.state
+            if t.clear_pending:
+                write.pending_cleared = True
+            if t.revoke:
+                gone = set(t.revoke)
+                live.sessions = tuple(ref for ref in live.sessions if ref.session_id not in gone)
+                write.revoke = (write.revoke or []) + t.revoke
+            if t.decided:
+                decided_at = self.domain.clock.now()
+                write.lateness = (write.lateness or []) + [(deadline, decided_at, len(t.revoke))
+                                                           for deadline in t.decided]
+            if t.grants:
+                self._grant(key, live, write, t, now)
+            if t.replies:
+                # Nobody hears of this step before what it changed is durable; the actor does not wait for that.
+                write.replies = (write.replies or []) + t.replies
+        elif t.replies:
+            _send(t.replies)
+        if t.existing:
+            self._answer_existing(live, t.existing)
+        if t.settles:
+            if write is not None and not write.done:
+                write.settles = (write.settles or []) + t.settles
+            else:
+                _send([(reply, None) for reply in t.settles])
+        return live
 
+    def _grant(self, key: str, live: LiveIdentity, write: _StepWrite, t: Transition, now: float) -> None:
+        """Queue the sessions the step granted (their ids and tokens are made here); they are the identity's from
+        now on."""
+        grants = write.grants if write.grants is not None else []
+        sessions = live.sessions
+        for grant in t.grants:
+            session_id = new_id(now)
+            request = grant.request
+            body = {"apiSessionId": request.api_session_id, "identityId": key, "serviceId": request.service_id,
+                    "type": request.session_type, "token": str(uuid.uuid4()), "servicePolicies": grant.policy_ids,
+                    "tags": dict(request.tags)}
+            grants.append((session_id, body, grant.replies))
+            sessions += (SessionRef(session_id, request.api_session_id, request.service_id, request.session_type),)
+        write.grants = grants
+        live.sessions = sessions
 
-class _StepWrite:
-    """The one durable write of an actor step: revoked sessions, the created session, the new state. Returns the
-    created session (or None). A slotted object rather than a closure, for the reason given on
-    :class:`controller.domain._Mutation`; the state is encoded only when the write runs, so that a step waiting
-    for its turn holds no row dicts of it."""
-
-    __slots__ = ("plan", "sessions", "state")
-
-    def __init__(self, sessions: Resource, state: IdentityState, plan: _Plan) -> None:
-        self.sessions = sessions
-        self.state = state
-        self.plan = plan
-
-    def __call__(self, ctx: WriteContext) -> Any:
-        created = None
-        for session_id in self.plan.revoke:
-            if ctx.txn.exists("sessions", session_id):
-                delete_row(ctx, self.sessions, session_id)
-        if self.plan.create is not None:
-            created = create_row(ctx, self.sessions, self.plan.create, None)
-        ctx.txn.put(STATE_KIND, encode_state(self.state))
-        if self.plan.clear_pending:
-            ctx.txn.delete(PENDING_KIND, self.state.identity_id)
-        return created
+    def _answer_existing(self, live: LiveIdentity, existing: list[tuple[OneShot[Any], str]]) -> None:
+        """Requests for a session the identity already has get its stored row (once written, for one granted by a
+        write still queued)."""
+        write = live.write
+        queued = {grant[0]: grant[2] for grant in write.grants or ()} if write is not None and not write.done else {}
+        with self.domain.store.read() as txn:
+            for reply, session_id in existing:
+                if session_id in queued:
+                    queued[session_id].append(reply)
+                else:
+                    _send([(reply, txn.get(SESSIONS, session_id) or ApiError("NOT_FOUND"))])
 
 
-def _drop_state(key: str, ctx: WriteContext) -> None:
+def _drop(ctx: WriteContext, key: str) -> None:
     """The write of an actor whose identity is gone: delete its stored state (and any pending record)."""
-    ctx.txn.delete(STATE_KIND, key)
-    ctx.txn.delete(PENDING_KIND, key)
+    ctx.txn.delete_raw(STATE_KIND, key)
+    ctx.txn.delete_raw(PENDING_KIND, key)
 
 
-def _compact(state: IdentityState) -> IdentityState:
-    """``state`` with the parts every other identity has too shared instead of copied (see ``_EMPTY``)."""
-    posture = state.posture
-    if (posture.os is None and posture.mac is None and posture.domain is None and not posture.processes
-            and not posture.process_paths):
-        posture = _NO_POSTURE
-    digest = sys.intern(state.access_digest) if state.access_digest is not None else None
-    return replace(state, posture=posture, access_digest=digest)
+def _ignore(outcome: Outcome) -> None:
+    return None
 
 
 def record_mfa_removal(ctx: WriteContext, identity_id: str) -> None:
@@ -275,56 +357,119 @@ def record_mfa_removal(ctx: WriteContext, identity_id: str) -> None:
     ctx.txn.put(PENDING_KIND, {"id": identity_id, "mfaRemovedAt": ctx.now})
 
 
-def _send(replies: list[tuple[OneShot[Any], Any]]) -> None:
-    """Answer every reply slot; an :class:`ApiError` answer is raised in its receiver."""
-    for reply, value in replies:
-        if isinstance(value, ApiError):
-            reply.fail(value)
-        else:
-            reply.send(value)
-
-
 class PostureEngine:
-    """The identity actors of one controller, and the calls request handlers make to them."""
+    """The identity actors of one controller, and what callers ask of them."""
 
     def __init__(self, domain: Domain, *, evaluate_posture: bool = True) -> None:
         self.domain = domain
-        self.behavior = IdentityBehavior(domain, evaluate_posture=evaluate_posture)
-        self.lateness = self.behavior.lateness
-        self.actors: ActorRegistry[IdentityState, IdentityMessage, Effect] = ActorRegistry(
+        self.lateness = LatenessRecorder()
+        self._flush: _Flush | None = None
+        self.behavior = IdentityBehavior(self, evaluate_posture=evaluate_posture)
+        self.actors: ActorRegistry[LiveIdentity, IdentityMessage] = ActorRegistry(
             self.behavior, domain.clock.now, domain.clock.to_trio)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Host the actors; re-arm every persisted deadline at the same wall-clock instant, and deliver every MFA
+        """Host the actors; re-arm every stored deadline at the same wall-clock instant, and deliver every MFA
         removal a crash kept from its actor (see :func:`record_mfa_removal`)."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.actors.run)
             with self.domain.store.read() as txn:
-                for row in txn.scan(STATE_KIND):
-                    identity_id = str(row["id"])
-                    if row.get("deadline") is not None:
-                        self.actors.arm(identity_id, float(row["deadline"]))
+                for identity_id, data in txn.scan_raw(STATE_KIND):
+                    deadline = decode_state(identity_id, data).deadline
+                    if deadline is not None:
+                        self.actors.arm(identity_id, deadline)
                 for row in txn.scan(PENDING_KIND):
                     self.actors.post(str(row["id"]), MfaRemoved())
             task_status.started()
 
-    def post(self, identity_id: str, message: IdentityMessage) -> None:
-        self.actors.post(identity_id, message)
+    # What callers ask ----------------------------------------------------------------------------------------
 
-    async def ask(self, identity_id: str, make: Callable[[OneShot[T]], IdentityMessage]) -> T:
-        """Send a message carrying a reply slot and return the reply.
+    async def report_posture(self, identity_id: str, api_session_id: str, responses: Sequence[Mapping[str, Any]],
+                             *, woken: bool = False, unlocked: bool = False) -> list[dict[str, Any]]:
+        """Record what an API session's endpoint reported (responses, a wake, an unlock) and re-check the
+        identity's sessions; returns the services whose MFA timer a wake or unlock started."""
+        changed: list[dict[str, Any]] = await self._ask(identity_id, lambda reply: PostureReported(
+            api_session_id, tuple(responses), reply, woken, unlocked))
+        return changed
+
+    async def request_session(self, identity_id: str, api_session_id: str, service_id: str, session_type: str,
+                              tags: Mapping[str, Any]) -> dict[str, Any]:
+        """Decide a Dial/Bind session request; returns the session's row (a new one, durable, or the one the API
+        session already has for that service and type).
 
         Raises:
-            ApiError: the actor refused the request (an unknown identity, a denied session).
-            Exception: handling the message failed; the actor restarted from its persisted state.
+            ApiError: refused (NOT_FOUND, COULD_NOT_VALIDATE, INVALID_POSTURE, NO_EDGE_ROUTERS_AVAILABLE), or the
+                identity no longer exists (UNAUTHORIZED).
         """
-        return await self.actors.ask(identity_id, make)
+        row: dict[str, Any] = await self._ask(identity_id, lambda reply: CreateSession(
+            api_session_id, service_id, session_type, tags, reply))
+        return row
+
+    async def mfa_passed(self, identity_id: str, api_session_id: str) -> None:
+        """The API session proved MFA; returns once that is durable and its consequences are decided."""
+        self.actors.post(identity_id, MfaPassed(api_session_id))
+        await self.settle(identity_id)
+
+    async def mfa_removed(self, identity_id: str) -> None:
+        """The identity removed its own MFA: every API session loses its pass; returns once the sessions depending
+        on it are revoked, durably."""
+        self.actors.post(identity_id, MfaRemoved())
+        await self.settle(identity_id)
+
+    def api_session_started(self, identity_id: str, api_session_id: str) -> None:
+        self.actors.post(identity_id, ApiSessionStarted(api_session_id))
+
+    def api_session_ended(self, identity_id: str, api_session_id: str) -> None:
+        self.actors.post(identity_id, ApiSessionEnded(api_session_id))
+
+    def reevaluate(self, identity_ids: Sequence[str]) -> Callable[[], Awaitable[None]]:
+        """Policies, checks or the identities themselves changed: each re-checks its sessions. Returns the barrier
+        that completes once every one of them has, durably."""
+        for identity_id in identity_ids:
+            self.actors.post(identity_id, Reevaluate())
+
+        async def settled() -> None:
+            for identity_id in identity_ids:
+                await self.settle(identity_id)
+
+        return settled
 
     async def settle(self, identity_id: str) -> None:
         """Return once the identity's actor has handled every message posted before this call and its writes
         (revocations included) are durable; also for an identity that no longer exists."""
-        await self.ask(identity_id, Settle)
+        await self._ask(identity_id, Settle)
 
     async def state(self, identity_id: str) -> IdentityState:
-        state: IdentityState = await self.ask(identity_id, ReadState)
+        """The identity's current state (every earlier message handled)."""
+        state: IdentityState = await self._ask(identity_id, ReadState)
         return state
+
+    def post(self, identity_id: str, message: IdentityMessage) -> None:
+        """Queue a message for the identity's actor (what the methods above do; for the engine's own use)."""
+        self.actors.post(identity_id, message)
+
+    def queue(self, write: _StepWrite) -> None:
+        """Queue an identity's write with the others not yet begun (one :class:`_Flush`)."""
+        flush = self._flush
+        if flush is None or flush.begun:
+            flush = self._flush = _Flush(self)
+            self.domain.post_write(flush, flush.finished)
+        flush.writes.append(write)
+
+    def sessions_changed(self, change: Change) -> None:
+        """A committed change of the sessions kind: keep the live identity's sessions in step (the actor's own
+        grants and revocations come back here too, and change nothing twice)."""
+        row = change.after if change.after is not None else change.before
+        if row is None:
+            return
+        live = self.actors.state_of(str(row.get("identityId")))
+        if live is None:
+            return
+        if change.after is None:
+            live.sessions = tuple(ref for ref in live.sessions if ref.session_id != change.id)
+        elif not any(ref.session_id == change.id for ref in live.sessions):
+            live.sessions += (SessionRef(change.id, str(row["apiSessionId"]), str(row["serviceId"]),
+                                         str(row["type"])),)
+
+    async def _ask(self, identity_id: str, make: Callable[[OneShot[T]], IdentityMessage]) -> T:
+        return await self.actors.ask(identity_id, make)

@@ -1,10 +1,10 @@
-"""The identity actor's pure state machine: ``handle(state, message, now) -> (state, effects)``.
+"""The identity actor's state machine: pure and synchronous, ``now`` passed in.
 
-The state is everything the posture engine knows about one identity: its posture data, the MFA state of each of its
-API sessions, the last 50 failed service requests, when its service list last changed, and the next deadline. The
-transitions here never read storage or the clock; what needs the current policies (deciding a session,
-re-evaluating, working out the next MFA deadline) is asked for as an effect and done by the shell
-(``controller/posture/engine.py``), which applies the pure helpers below to the result.
+:func:`step` takes the identity's state, its Dial/Bind sessions, its plan (``controller/posture/plan.py``) and every
+message queued for it, and returns a :class:`Transition`: the new state (posture data, MFA state per API session,
+timed-out marks, failed requests, access digest, next deadline), the sessions to revoke and to create, and what to
+answer. Every state change happens here; the shell (``controller/posture/engine.py``) only loads, writes and
+replies.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 from msgspec.structs import replace
 
-from actors.messages import (
+from actors.registry import OneShot
+from controller.clock import format_time
+from controller.errors import ApiError, field_cause, not_found
+from controller.posture.messages import (
     ApiSessionEnded,
     ApiSessionStarted,
     CreateSession,
@@ -28,118 +30,71 @@ from actors.messages import (
     Reevaluate,
     Settle,
 )
-from actors.registry import OneShot
-from controller.posture.evaluate import DomainRecord, MacRecord, MfaState, OsRecord, PostureData, ProcessRecord
 from controller.posture.normalize import canonical_mac, clean_hex
+from controller.posture.plan import IdentityPlan
+from controller.posture.records import (
+    MFA_GRACE_SECONDS,
+    DomainRecord,
+    MacRecord,
+    MfaState,
+    OsRecord,
+    PostureData,
+    ProcessRecord,
+)
+from controller.posture.state import IdentityState, SessionPosture
 
-__all__ = [
-    "MAX_FAILURES",
-    "MAX_PROCESSES",
-    "PERSIST",
-    "REVALUATE",
-    "REVALUATE_ACCESS",
-    "ClearPendingRemoval",
-    "Decide",
-    "Effect",
-    "IdentityState",
-    "Persist",
-    "Reply",
-    "ReportTimers",
-    "Revaluate",
-    "SessionPosture",
-    "apply_response",
-    "handle",
-    "mark_timed_out",
-    "record_failure",
-]
+__all__ = ["MAX_FAILURES", "MAX_PROCESSES", "Grant", "SessionRef", "Transition", "apply_response", "step"]
 
 MAX_FAILURES = 50
 MAX_PROCESSES = 64
 """PROCESS responses kept per identity (by check id, and by path)."""
 
 
-class SessionPosture(msgspec.Struct, frozen=True, gc=False):
-    """Per API session: its MFA state. (What the session reported at login, such as its SDK, is on its durable
-    API-session row, written before the login is answered.) A Struct for the reasons the posture records are
-    (``controller/posture/evaluate.py``)."""
-
-    mfa: MfaState = msgspec.field(default_factory=MfaState)
-
-
-class IdentityState(msgspec.Struct, frozen=True, gc=False):
-    """Everything the posture engine keeps for one identity (persisted after every change). A Struct for the
-    reasons the posture records are (``controller/posture/evaluate.py``)."""
-
-    identity_id: str
-    posture: PostureData = msgspec.field(default_factory=PostureData)
-    sessions: Mapping[str, SessionPosture] = msgspec.field(default_factory=dict)
-    failures: tuple[Mapping[str, Any], ...] = ()
-    last_change_at: float | None = None
-    deadline: float | None = None
-    access_digest: str | None = None
-
-
-# Effects: what the shell must do after a transition ------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
-class Persist:
-    """Write the new state to storage."""
+class SessionRef:
+    """A Dial/Bind session of the identity, as re-checking it needs it."""
+
+    session_id: str
+    api_session_id: str
+    service_id: str
+    session_type: str
 
 
-@dataclass(frozen=True, slots=True)
-class Revaluate:
-    """Check every Dial/Bind session of the identity against the policies; delete those that now fail.
-
-    ``access`` asks to work out again what the identity may use (its access digest) too: only policies, checks or
-    the identity's roles can change that, so :class:`Reevaluate` sets it, and a login does (the identity may have
-    had no API session, and so no re-evaluation, when its access last changed); posture, MFA and deadline
-    transitions leave it alone, which spares them the policy walk. It qualifies how the shell carries the effect
-    out, not what the effect is, so it takes no part in equality.
-    """
-
-    access: bool = field(default=False, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Decide:
-    """Decide a session request (and record a failure for posture)."""
+@dataclass(slots=True)
+class Grant:
+    """A session request granted: the shell creates the session (its id and token are the shell's) and answers
+    every request in ``replies`` with the stored row once it is durable."""
 
     request: CreateSession
+    policy_ids: list[str]
+    replies: list[OneShot[Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class ReportTimers:
-    """Answer an endpoint-state report with the services whose MFA timers it changed."""
+@dataclass(slots=True)
+class Transition:
+    """What one step decided. ``replies`` are sent at once unless ``durable``, in which case they wait for the
+    step's write (as do the grants' answers and ``settles``). ``existing`` are requests for a session the identity
+    already has: answered with its stored row. ``decided`` are the deadlines this step decided on (for lateness).
+    ``gone``: the identity no longer exists (its state is dropped)."""
 
-    api_session_id: str
-    woken: bool
-    unlocked: bool
-    reply: OneShot[Any] | None
+    state: IdentityState
+    revoke: list[str] = field(default_factory=list)
+    grants: list[Grant] = field(default_factory=list)
+    existing: list[tuple[OneShot[Any], str]] = field(default_factory=list)
+    replies: list[tuple[OneShot[Any], Any]] = field(default_factory=list)
+    settles: list[OneShot[Any]] = field(default_factory=list)
+    decided: list[float] = field(default_factory=list)
+    persist: bool = False
+    clear_pending: bool = False
+    gone: bool = False
 
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    reply: OneShot[Any]
-    value: Any
-
-
-@dataclass(frozen=True, slots=True)
-class ClearPendingRemoval:
-    """The MFA removal recorded for the actor (``record_mfa_removal`` in ``controller/posture/engine.py``) is
-    handled: delete its record in this step's write."""
-
-
-Effect = Persist | Revaluate | Decide | ReportTimers | Reply | ClearPendingRemoval
-
-# The effects without a payload, shared: a step allocates as little as it can for the collector (a step waiting for
-# its commit holds its effects).
-PERSIST = Persist()
-REVALUATE = Revaluate()
-REVALUATE_ACCESS = Revaluate(access=True)
+    @property
+    def durable(self) -> bool:
+        """The step revokes or creates a session: nobody may hear of the step before its write is durable."""
+        return bool(self.revoke or self.grants)
 
 
-# Pure helpers ---------------------------------------------------------------------------------------------------
+# Posture responses -----------------------------------------------------------------------------------------------
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -155,108 +110,282 @@ def _bounded(records: Mapping[str, ProcessRecord], key: str, record: ProcessReco
     return out
 
 
-def apply_response(posture: PostureData, response: Mapping[str, Any], now: float) -> PostureData:
-    """Fold one posture response (OS, MAC, DOMAIN or PROCESS, in wire names) into the identity's data. PROCESS
-    data is kept for the :data:`MAX_PROCESSES` checks and paths reported last: an endpoint cannot grow its stored
-    state without bound by reporting under made-up ids and paths."""
+def apply_response(posture: PostureData, response: Mapping[str, Any], now: float) -> tuple[PostureData, bool]:
+    """Fold one posture response (OS, MAC, DOMAIN or PROCESS, in wire names) into the identity's data; whether it
+    reported anything a rule looks at differently from before (a report of the same values only renews their
+    times, and cannot change a verdict). PROCESS data is kept for the :data:`MAX_PROCESSES` checks and paths
+    reported last: an endpoint cannot grow its stored state without bound by reporting under made-up ids and
+    paths."""
     check_id = str(response.get("id", ""))
     match response.get("typeId"):
         case "OS":
             record = OsRecord(str(response.get("type", "")), str(response.get("version", "")),
                               response.get("build"), now, check_id)
-            return replace(posture, os=record)
+            old = posture.os
+            same = old is not None and (old.type, old.version, old.build) == (record.type, record.version,
+                                                                             record.build)
+            return replace(posture, os=record), not same
         case "MAC":
             addresses = tuple(canonical_mac(a) or a.lower() for a in _strings(response.get("macAddresses")))
-            return replace(posture, mac=MacRecord(addresses, now, check_id))
+            same = posture.mac is not None and posture.mac.addresses == addresses
+            return replace(posture, mac=MacRecord(addresses, now, check_id)), not same
         case "DOMAIN":
-            return replace(posture, domain=DomainRecord(str(response.get("domain", "")), now, check_id))
+            domain = str(response.get("domain", ""))
+            same = posture.domain is not None and posture.domain.domain == domain
+            return replace(posture, domain=DomainRecord(domain, now, check_id)), not same
         case "PROCESS":
             process = ProcessRecord(str(response.get("path") or ""), bool(response.get("isRunning")),
                                     clean_hex(str(response.get("hash") or "")),
                                     tuple(clean_hex(f) for f in _strings(response.get("signerFingerprints"))),
                                     now, check_id)
+            same = _same_process(posture.processes.get(check_id), process) and (
+                not process.path or _same_process(posture.process_paths.get(process.path), process))
             processes = _bounded(posture.processes, check_id, process)
             paths = _bounded(posture.process_paths, process.path, process) if process.path else posture.process_paths
-            return replace(posture, processes=processes, process_paths=paths)
-    return posture
+            return replace(posture, processes=processes, process_paths=paths), not same
+    return posture, False
 
 
-def _with_session(state: IdentityState, api_session_id: str, session: SessionPosture,
-                  **changes: Any) -> IdentityState:
-    return replace(state, sessions={**state.sessions, api_session_id: session}, **changes)
+def _same_process(old: ProcessRecord | None, new: ProcessRecord) -> bool:
+    return old is not None and (old.path, old.is_running, old.hash, old.signer_fingerprints) == (
+        new.path, new.is_running, new.hash, new.signer_fingerprints)
 
 
-def record_failure(state: IdentityState, entry: Mapping[str, Any]) -> IdentityState:
-    """Append a failed service request, keeping the last :data:`MAX_FAILURES` (oldest dropped first)."""
-    return replace(state, failures=(*state.failures, entry)[-MAX_FAILURES:])
+# MFA state per API session -----------------------------------------------------------------------------------
 
 
-def mark_timed_out(state: IdentityState, api_session_ids: Sequence[str], **changes: Any) -> IdentityState:
-    """Set the sticky MFA ``timedOut`` flag of the given API sessions (and apply ``changes`` in the same copy)."""
-    sessions = dict(state.sessions)
-    for session_id in api_session_ids:
-        current = sessions.get(session_id)
-        if current is not None and not current.mfa.timed_out:
-            old = current.mfa
-            mfa = MfaState(passed_mfa_at=old.passed_mfa_at, woken_at=old.woken_at, unlocked_at=old.unlocked_at,
-                           timed_out=True)
-            sessions[session_id] = SessionPosture(mfa)
-    return replace(state, sessions=sessions, **changes)
+def _mfa(state: IdentityState, api_session_id: str) -> MfaState | None:
+    session = state.sessions.get(api_session_id)
+    return session.mfa if session is not None else None
+
+
+def _with_mfa(state: IdentityState, api_session_id: str, mfa: MfaState, now: float | None) -> IdentityState:
+    sessions = {**state.sessions, api_session_id: SessionPosture(mfa)}
+    if now is None:
+        return replace(state, sessions=sessions)
+    return replace(state, sessions=sessions, last_change_at=now)
 
 
 def _endpoint_state(state: IdentityState, api_session_id: str, woken: bool, unlocked: bool,
                     now: float) -> IdentityState:
     """The API session's endpoint woke and/or was unlocked at ``now`` (only True flags count)."""
-    session = state.sessions.get(api_session_id, SessionPosture())
-    old = session.mfa
-    mfa = MfaState(passed_mfa_at=old.passed_mfa_at, woken_at=now if woken else old.woken_at,
-                   unlocked_at=now if unlocked else old.unlocked_at, timed_out=old.timed_out)
-    return _with_session(state, api_session_id, SessionPosture(mfa), last_change_at=now)
+    old = _mfa(state, api_session_id) or MfaState()
+    mfa = MfaState(old.passed_mfa_at, now if woken else old.woken_at, now if unlocked else old.unlocked_at,
+                   old.timed_out)
+    return _with_mfa(state, api_session_id, mfa, now)
 
 
-def handle(state: IdentityState, message: Any, now: float) -> tuple[IdentityState, list[Effect]]:
-    """The transition of one message. Effects are carried out by the shell in order."""
-    match message:
-        case PostureReported(api_session_id, responses, reply, woken, unlocked):
-            posture = state.posture
-            for response in responses:
-                posture = apply_response(posture, response, now)
-            state = replace(state, posture=posture, last_change_at=now)
-            if woken or unlocked:
-                state = _endpoint_state(state, api_session_id, woken, unlocked, now)
-                return state, [PERSIST, REVALUATE, ReportTimers(api_session_id, woken, unlocked, reply)]
-            effects: list[Effect] = [PERSIST, REVALUATE]
-            if reply is not None:
-                effects.append(Reply(reply, []))
-            return state, effects
-        case MfaPassed(api_session_id):
-            session = state.sessions.get(api_session_id, SessionPosture())
-            old = session.mfa
-            mfa = MfaState(passed_mfa_at=now, woken_at=old.woken_at, unlocked_at=old.unlocked_at, timed_out=False)
-            new = _with_session(state, api_session_id, SessionPosture(mfa), last_change_at=now)
-            return new, [PERSIST, REVALUATE]
-        case MfaRemoved():
-            sessions = {k: replace(v, mfa=replace(v.mfa, passed_mfa_at=None)) for k, v in state.sessions.items()}
-            return replace(state, sessions=sessions, last_change_at=now), [PERSIST, REVALUATE, ClearPendingRemoval()]
-        case ApiSessionStarted(api_session_id):
-            current = state.sessions.get(api_session_id, SessionPosture())
-            # Re-evaluating records what the identity may use now, the baseline for telling clients of changes.
-            new = _with_session(state, api_session_id, current)
-            return new, [PERSIST, REVALUATE_ACCESS]
-        case ApiSessionEnded(api_session_id):
-            if api_session_id not in state.sessions:
-                return state, []
-            sessions = {k: v for k, v in state.sessions.items() if k != api_session_id}
-            return replace(state, sessions=sessions), [PERSIST, REVALUATE]
-        case DeadlineReached():
-            # An MFA timer ran out: the identity's posture changed even if no session needs revoking.
-            return replace(state, last_change_at=now), [PERSIST, REVALUATE]
-        case Reevaluate():
-            return state, [REVALUATE_ACCESS]
-        case CreateSession() as request:
-            return state, [Decide(request)]
-        case Settle(reply):
-            return state, [Reply(reply, None)]
-        case ReadState(reply):
-            return state, [Reply(reply, state)]
-    raise TypeError(f"unknown identity message {message!r}")
+def _timer_changes(plan: IdentityPlan, state: IdentityState, api_session_id: str, woken: bool, unlocked: bool,
+                   now: float) -> list[dict[str, Any]]:
+    """Services whose MFA timer a wake/unlock just started (only after this session passed MFA): the first check
+    of each service that prompts on the event and whose own timeout is not due within the grace."""
+    mfa = _mfa(state, api_session_id)
+    if mfa is None or mfa.passed_mfa_at is None or not (woken or unlocked):
+        return []
+    since = now - mfa.passed_mfa_at
+    found: list[dict[str, Any]] = []
+    for service_id, name, prompts in plan.prompts:
+        for prompt in prompts:
+            prompted = (woken and prompt.on_wake) or (unlocked and prompt.on_unlock)
+            if prompted and (prompt.timeout <= 0 or prompt.timeout - since > MFA_GRACE_SECONDS):
+                found.append({"id": service_id, "name": name, "postureQueryType": "MFA",
+                              "timeout": prompt.timeout, "timeoutRemaining": MFA_GRACE_SECONDS})
+                break
+    return found
+
+
+# Session decisions and re-checks ---------------------------------------------------------------------------------
+
+
+def _criteria_times(entry: dict[str, Any]) -> dict[str, Any]:
+    criteria = entry.get("criteria")
+    if isinstance(criteria, dict):
+        for key in ("passedMfaAt", "wokenAt", "unlockedAt"):
+            value = criteria.get(key)
+            criteria[key] = format_time(value) if isinstance(value, int | float) else value
+    return entry
+
+
+def _decide(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, request: CreateSession, now: float,
+            evaluate_posture: bool) -> None:
+    """The order of checks of the reference controller: idempotency, visibility, permission, posture, routers."""
+    for ref in sessions:
+        if (ref.api_session_id == request.api_session_id and ref.service_id == request.service_id
+                and ref.session_type == request.session_type):
+            t.existing.append((request.reply, ref.session_id))
+            return
+    for grant in t.grants:
+        earlier = grant.request
+        if (earlier.api_session_id == request.api_session_id and earlier.service_id == request.service_id
+                and earlier.session_type == request.session_type):
+            grant.replies.append(request.reply)
+            return
+    access = plan.services.get(request.service_id)
+    if access is None:
+        t.replies.append((request.reply, not_found("service", request.service_id)))
+        return
+    access_plan = access.plans.get(request.session_type)
+    if access_plan is None:
+        t.replies.append((request.reply, ApiError("COULD_NOT_VALIDATE", field_cause(
+            "ServiceId", "service not found", request.service_id))))
+        return
+    state = t.state
+    mfa = _mfa(state, request.api_session_id)
+    passing, _ = access_plan.passing(state.posture, mfa, now, evaluate_posture=evaluate_posture)
+    if not passing:
+        cause, failures = access_plan.refusal(state.posture, mfa, now)
+        failure = {"when": format_time(now), "serviceId": access.service_id, "serviceName": access.name,
+                   "apiSessionId": request.api_session_id, "sessionType": request.session_type,
+                   "policyFailures": [{**f, "checks": [_criteria_times(c) for c in f["checks"]]} for f in failures]}
+        t.state = replace(state, failures=(*state.failures, failure)[-MAX_FAILURES:])
+        t.persist = True
+        t.replies.append((request.reply, ApiError("INVALID_POSTURE", cause)))
+    elif not access.routed:
+        t.replies.append((request.reply, ApiError("NO_EDGE_ROUTERS_AVAILABLE")))
+    else:
+        t.grants.append(Grant(request, passing, [request.reply]))
+
+
+def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, now: float, *, access: bool,
+             evaluate_posture: bool) -> None:
+    """Check every session again: revoke those no policy passes any more, mark API sessions whose MFA timed out,
+    and record what the identity may use (its access digest) when ``access`` asks or none is recorded."""
+    state = t.state
+    if (access or state.access_digest is None) and plan.digest != state.access_digest:
+        # Gained or lost a service, a session type or a check: clients must refresh.
+        changed_at = now if state.access_digest is not None else state.last_change_at
+        state = replace(state, access_digest=plan.digest, last_change_at=changed_at)
+        t.persist = True
+    timed_out: set[str] = set()
+    revoked: list[str] = []
+    posture = state.posture
+    for ref in sessions:
+        service = plan.services.get(ref.service_id)
+        access_plan = service.plans.get(ref.session_type) if service is not None else None
+        if access_plan is None:
+            revoked.append(ref.session_id)
+            continue
+        passing, expired = access_plan.passing(posture, _mfa(state, ref.api_session_id), now,
+                                               evaluate_posture=evaluate_posture)
+        if expired:
+            timed_out.add(ref.api_session_id)
+        if not passing:
+            revoked.append(ref.session_id)
+    if timed_out:
+        marked = dict(state.sessions)
+        for api_session_id in timed_out:
+            current = marked.get(api_session_id)
+            if current is not None and not current.mfa.timed_out:
+                old = current.mfa
+                marked[api_session_id] = SessionPosture(MfaState(old.passed_mfa_at, old.woken_at, old.unlocked_at,
+                                                                 True))
+        state = replace(state, sessions=marked, last_change_at=now if revoked else state.last_change_at)
+        t.persist = True
+    elif revoked:
+        state = replace(state, last_change_at=now)
+    t.revoke.extend(revoked)
+    t.state = state
+
+
+def _next_deadline(state: IdentityState, plan: IdentityPlan, now: float) -> float | None:
+    """The earliest instant at which a currently passing MFA check of this identity will start failing."""
+    found: float | None = None
+    for session in state.sessions.values():
+        mfa = session.mfa
+        if mfa.passed_mfa_at is None or mfa.timed_out:
+            continue
+        for rule in plan.mfa_rules:
+            at = rule.deadline(mfa)
+            if at is not None and at > now and (found is None or at < found):
+                found = at
+    return found
+
+
+# The step ----------------------------------------------------------------------------------------------------------
+
+
+def _gone(state: IdentityState, messages: Sequence[Any]) -> Transition:
+    """The identity no longer exists: drop its state; every pending request learns it."""
+    t = Transition(IdentityState(state.identity_id), gone=True)
+    for message in messages:
+        match message:
+            case CreateSession(reply=reply):
+                t.replies.append((reply, ApiError("UNAUTHORIZED")))
+            case ReadState(reply=reply):
+                t.replies.append((reply, ApiError("NOT_FOUND")))
+            case PostureReported(reply=reply) if reply is not None:
+                t.replies.append((reply, []))
+            case Settle(reply=reply):
+                t.settles.append(reply)
+    return t
+
+
+def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPlan | None, messages: Sequence[Any],
+         now: float, *, evaluate_posture: bool = True) -> Transition:
+    """The transition of every message in ``messages``, in order, then one re-check of the sessions if any message
+    calls for it. ``plan`` None: the identity no longer exists. The plan must know every service of ``sessions``
+    and of the session requests among ``messages`` (``IdentityPlan.service``)."""
+    if plan is None:
+        return _gone(state, messages)
+    t = Transition(state)
+    recheck = access = False
+    before = state.deadline
+    for message in messages:
+        match message:
+            case PostureReported(api_session_id, responses, reply, woken, unlocked):
+                posture = t.state.posture
+                for response in responses:
+                    posture, changed = apply_response(posture, response, now)
+                    # The same values as before renew their times only: no verdict can change for them.
+                    recheck = recheck or changed
+                t.state = replace(t.state, posture=posture, last_change_at=now)
+                if woken or unlocked:
+                    t.state = _endpoint_state(t.state, api_session_id, woken, unlocked, now)
+                    recheck = True
+                if reply is not None:
+                    t.replies.append((reply, _timer_changes(plan, t.state, api_session_id, woken, unlocked, now)))
+                t.persist = True
+            case MfaPassed(api_session_id):
+                old = _mfa(t.state, api_session_id) or MfaState()
+                t.state = _with_mfa(t.state, api_session_id, MfaState(now, old.woken_at, old.unlocked_at), now)
+                recheck = t.persist = True
+            case MfaRemoved():
+                cleared = {k: SessionPosture(replace(v.mfa, passed_mfa_at=None)) for k, v in t.state.sessions.items()}
+                t.state = replace(t.state, sessions=cleared, last_change_at=now)
+                recheck = t.persist = t.clear_pending = True
+            case ApiSessionStarted(api_session_id):
+                if api_session_id not in t.state.sessions:
+                    t.state = _with_mfa(t.state, api_session_id, MfaState(), None)
+                # Re-checking records what the identity may use now, the baseline for telling clients of changes.
+                recheck = access = t.persist = True
+            case ApiSessionEnded(api_session_id):
+                if api_session_id in t.state.sessions:
+                    t.state = replace(t.state, sessions={k: v for k, v in t.state.sessions.items()
+                                                         if k != api_session_id})
+                    recheck = t.persist = True
+            case DeadlineReached():
+                # An MFA timer ran out: the identity's posture changed even if no session needs revoking.
+                t.state = replace(t.state, last_change_at=now)
+                recheck = t.persist = True
+            case Reevaluate():
+                recheck = access = True
+            case CreateSession() as request:
+                _decide(t, sessions, plan, request, now, evaluate_posture)
+                recheck = True  # the next deadline may be one this request's checks bring
+            case Settle(reply):
+                t.settles.append(reply)
+            case ReadState(reply):
+                t.replies.append((reply, t.state))
+            case _:
+                raise TypeError(f"unknown identity message {message!r}")
+    if recheck:
+        _recheck(t, sessions, plan, now, access=access, evaluate_posture=evaluate_posture)
+        if before is not None and before <= now:
+            # The first re-check at or after the deadline decides it (usually the one the deadline prompts; a
+            # message that arrives just after the deadline decides it first).
+            t.decided.append(before)
+        deadline = _next_deadline(t.state, plan, now)
+        if deadline != t.state.deadline:
+            t.state = replace(t.state, deadline=deadline)
+            t.persist = True
+    return t

@@ -1,74 +1,197 @@
-"""Access plans: the service policies linking an identity to a service for one session type, with their posture
-checks compiled to verdicts (``controller/posture/verdict.py``).
+"""Identity plans: everything an identity's access depends on, worked out once and kept in memory, so that an
+actor step evaluates posture against it and reads nothing else.
 
-Re-evaluating a session (after every posture report, wake, unlock and MFA deadline) and granting one both ask the
-same question of the same policies again and again; only the identity's posture data and MFA state differ. A plan
-is worked out once per (policies selecting the identity, service, session type) and kept in the store's shared memo
-(``ReadContext.shared_cached``) until a policy, check or service changes, so it is shared by every identity those
-same policies select; answering it is a few verdict calls.
+An identity's access follows from the policies that select it (by its role attributes, or by naming it) and from
+the policies, checks, services and routers they lead to. An :class:`IdentityPlan` holds what the posture engine
+needs of that: the service policies and edge router policies selecting the identity, its access digest, the MFA
+checks that can time it out, the wake/unlock prompts per service, and, filled in as sessions are checked or
+requested, per service the linking policies with their checks compiled to rules (``controller/posture/rules.py``).
+
+Plans are kept in the store's shared memo, keyed by what they depend on, so every identity with the same roles
+shares one; they are valid until a write to a kind that shapes access (policies, checks, services, routers)
+replaces the memo (:meth:`IdentityPlan.valid`), and an identity whose own roles change asks for a new one
+(``Reevaluate``). Building one reads a snapshot; using one reads nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from controller.policies import selecting_policy_ids
-from controller.posture.access import linking_policies, policy_checks
-from controller.posture.evaluate import MfaState, PostureData
-from controller.posture.verdict import PASS, TIMED_OUT, Verdict, compile_check
+from controller.policies import reachable, row, rows, selected_ids, selecting_policy_ids
+from controller.posture.access import access_digest, linking_policies, policy_checks, service_permissions_map
+from controller.posture.records import MfaState, PostureData, mfa_timeout
+from controller.posture.rules import PASS, TIMED_OUT, MfaRule, Rule, compile_rule, failure_entry
 from controller.resources.context import ReadContext
+from storage.store import Store
 
-__all__ = ["AccessPlan", "access_plan"]
+__all__ = ["AccessPlan", "IdentityPlan", "Prompt", "ServiceAccess", "identity_plan", "rule_of"]
+
+
+def rule_of(ctx: ReadContext, check: Mapping[str, Any]) -> Rule:
+    """The compiled rule of a stored check, shared until checks change."""
+    return ctx.shared_cached(("rule", check["id"]), lambda: compile_rule(check))
+
+
+class AccessPlan:
+    """The service policies of one type linking an identity and a service (id order), each with its checks.
+
+    Policies usually share their checks (a network requires the same few checks everywhere), so the plan keeps the
+    distinct rules once, and per distinct set of checks the positions of its rules: answering evaluates each
+    distinct rule once and each distinct set once.
+    """
+
+    __slots__ = ("checks", "groups", "policies", "policy_group", "policy_ids", "rules")
+
+    def __init__(self, policies: tuple[Mapping[str, Any], ...], checks: tuple[tuple[Rule, ...], ...]) -> None:
+        self.policies = policies
+        self.checks = checks
+        self.policy_ids = [str(p["id"]) for p in policies]
+        positions_of: dict[int, int] = {}  # id(rule) -> its position in self.rules
+        distinct: list[Rule] = []
+        groups: dict[tuple[int, ...], int] = {}
+        policy_group: list[int] = []
+        for policy_rules in checks:
+            positions = []
+            for rule in policy_rules:
+                if id(rule) not in positions_of:
+                    positions_of[id(rule)] = len(distinct)
+                    distinct.append(rule)
+                positions.append(positions_of[id(rule)])
+            policy_group.append(groups.setdefault(tuple(positions), len(groups)))
+        self.rules = tuple(distinct)
+        self.groups = tuple(groups)
+        self.policy_group = tuple(policy_group)
+
+    def passing(self, data: PostureData, mfa: MfaState | None, now: float, *,
+                evaluate_posture: bool = True) -> tuple[list[str], bool]:
+        """The ids of the policies that pass (access is granted when there is one), and whether an MFA timeout
+        elapsed. Every check is evaluated, so that a timed-out MFA check is reported even when another policy
+        grants access. With ``evaluate_posture`` False every policy passes."""
+        if not evaluate_posture:
+            return list(self.policy_ids), False
+        results = [rule.verdict(data, mfa, now) for rule in self.rules]
+        if not any(results):  # every check passes (PASS is 0), so every policy does
+            return list(self.policy_ids), False
+        ok = [all(results[i] == PASS for i in group) for group in self.groups]
+        return ([policy_id for policy_id, group in zip(self.policy_ids, self.policy_group, strict=True) if ok[group]],
+                TIMED_OUT in results)
+
+    def refusal(self, data: PostureData, mfa: MfaState | None, now: float) -> tuple[dict[str, Any],
+                                                                                    list[dict[str, Any]]]:
+        """Why no policy passes: the INVALID_POSTURE cause (failing checks by policy) and the ``policyFailures``
+        of the failed service request (every failing check with its values)."""
+        failed: list[tuple[Mapping[str, Any], list[tuple[Rule, Any]]]] = []
+        for policy, rules in zip(self.policies, self.checks, strict=True):
+            reports = [(rule, rule.report(data, mfa, now)) for rule in rules]
+            failed.append((policy, [(rule, report) for rule, report in reports if not report.passing]))
+        cause = {
+            "message": "Failed to pass posture checks for service policies: ["
+                       + " ".join(str(p["id"]) for p, _ in failed) + "]",
+            "data": {str(p["id"]): [{"id": r.check["id"], "typeId": r.check.get("typeId"), "isPassing": False}
+                                    for r, _ in bad] for p, bad in failed},
+        }
+        failures = [{"policyId": p["id"], "policyName": p.get("name", ""),
+                     "checks": [failure_entry(r.check, report) for r, report in bad]} for p, bad in failed]
+        return cause, failures
 
 
 @dataclass(frozen=True, slots=True)
-class AccessPlan:
-    """The linking policies' ids in id order, and per policy its checks as (check id, verdict)."""
+class ServiceAccess:
+    """What one service is to an identity: its name, the session types the identity may have (by linking
+    policies), each type's access plan, and whether they share an edge router."""
 
-    policy_ids: tuple[str, ...]
-    checks: tuple[tuple[tuple[str, Verdict], ...], ...]
-
-    def passing(self, posture: PostureData, mfa: MfaState | None, now: float, *,
-                evaluate_posture: bool = True) -> tuple[list[str], bool]:
-        """The ids of the policies that pass (access is granted when there is one), and whether an MFA timeout
-        elapsed: ``passing_policy_ids`` and ``timed_out`` of :func:`controller.posture.access.evaluate_access`.
-
-        A check several policies share is evaluated once; every check is evaluated, so that a timed-out MFA check
-        is reported even when another policy grants access. With ``evaluate_posture`` False every policy passes.
-        """
-        if not evaluate_posture:
-            return list(self.policy_ids), False
-        results: dict[str, int] = {}
-        passing: list[str] = []
-        timed_out = False
-        for policy_id, checks in zip(self.policy_ids, self.checks, strict=True):
-            ok = True
-            for check_id, verdict in checks:
-                result = results.get(check_id)
-                if result is None:
-                    result = results[check_id] = verdict(posture, mfa, now)
-                    timed_out = timed_out or result == TIMED_OUT
-                ok = ok and result == PASS
-            if ok:
-                passing.append(policy_id)
-        return passing, timed_out
+    service_id: str
+    name: str
+    plans: Mapping[str, AccessPlan]
+    routed: bool
 
 
-def access_plan(ctx: ReadContext, identity: Mapping[str, Any], service: Mapping[str, Any],
-                session_type: str) -> AccessPlan:
-    """The plan of (identity, service, session type); shared, do not mutate."""
-    identity_policies = selecting_policy_ids(ctx, "service-policies", "identities", identity)
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """An MFA check that may restart its timer on a wake or unlock, as a service's timer report needs it."""
 
-    def compute() -> AccessPlan:
-        policies = linking_policies(ctx, identity, service, session_type)
-        return AccessPlan(tuple(str(p["id"]) for p in policies),
-                          tuple(tuple((str(c["id"]), _verdict(ctx, c)) for c in policy_checks(ctx, p))
-                                for p in policies))
-
-    return ctx.shared_cached(("plan", identity_policies, service["id"], session_type), compute)
+    on_wake: bool
+    on_unlock: bool
+    timeout: int  # mfa_timeout: timeoutSeconds, -1 when the check has none
 
 
-def _verdict(ctx: ReadContext, check: Mapping[str, Any]) -> Verdict:
-    return ctx.shared_cached(("verdict", check["id"]), lambda: compile_check(check))
+@dataclass(slots=True)
+class IdentityPlan:
+    """See the module docstring. Shared by every identity with the same roles: do not change it."""
+
+    token: object  # the shared memo it was built in; None when built outside one (valid for one step only)
+    policy_ids: frozenset[str]  # service policies selecting the identity
+    router_ids: frozenset[str]  # edge routers the identity reaches (edge router policies)
+    is_admin: bool
+    digest: str
+    mfa_rules: tuple[MfaRule, ...]
+    prompts: tuple[tuple[str, str, tuple[Prompt, ...]], ...]  # per service (id order): id, name, its prompts
+    services: dict[str, ServiceAccess | None] = field(default_factory=dict)
+
+    def valid(self, store: Store) -> bool:
+        """Whether nothing that shapes access has been written since the plan was built."""
+        return self.token is not None and self.token is store.memo_token()
+
+    def service(self, ctx: ReadContext, service_id: str) -> ServiceAccess | None:
+        """What ``service_id`` is to the identity (None: no such service, or no policy links them), worked out
+        on first use."""
+        try:
+            return self.services[service_id]
+        except KeyError:
+            found = self.services[service_id] = _service_access(ctx, self, service_id)
+            return found
+
+
+def _service_access(ctx: ReadContext, plan: IdentityPlan, service_id: str) -> ServiceAccess | None:
+    service = row(ctx, "services", service_id)
+    if service is None:
+        return None
+    linking = plan.policy_ids & selecting_policy_ids(ctx, "service-policies", "services", service)
+    plans: dict[str, AccessPlan] = {}
+    for session_type in ("Dial", "Bind"):
+        policies = tuple(p for p in rows(ctx, "service-policies", sorted(linking)) if p.get("type") == session_type)
+        if policies:
+            plans[session_type] = AccessPlan(policies, tuple(tuple(rule_of(ctx, c) for c in policy_checks(ctx, p))
+                                                             for p in policies))
+    if not plans and not plan.is_admin:
+        return None
+    routers = reachable(ctx, "service-edge-router-policies", "services", service, "edge-routers")
+    return ServiceAccess(service_id, str(service.get("name", "")), plans, not plan.router_ids.isdisjoint(routers))
+
+
+def identity_plan(ctx: ReadContext, identity: Mapping[str, Any], store: Store) -> IdentityPlan:
+    """The plan of ``identity`` (its row) as of ``ctx``'s snapshot; shared with every identity of the same roles."""
+    policy_ids = selecting_policy_ids(ctx, "service-policies", "identities", identity)
+    router_policies = selecting_policy_ids(ctx, "edge-router-policies", "identities", identity)
+    is_admin = bool(identity.get("isAdmin"))
+
+    def build() -> IdentityPlan:
+        routers: set[str] = set()
+        for policy in rows(ctx, "edge-router-policies", sorted(router_policies)):
+            routers |= selected_ids(ctx, "edge-router-policies", policy, "edge-routers")
+        mfa: dict[str, MfaRule] = {}
+        for policy in rows(ctx, "service-policies", sorted(policy_ids)):
+            for check in policy_checks(ctx, policy):
+                rule = rule_of(ctx, check)
+                if isinstance(rule, MfaRule):
+                    mfa[str(check["id"])] = rule
+        return IdentityPlan(ctx.shared, policy_ids, frozenset(routers), is_admin,
+                            access_digest(ctx, identity), tuple(mfa.values()), _prompts(ctx, identity))
+
+    return ctx.shared_cached(("identity-plan", policy_ids, router_policies, is_admin), build)
+
+
+def _prompts(ctx: ReadContext, identity: Mapping[str, Any]) -> tuple[tuple[str, str, tuple[Prompt, ...]], ...]:
+    """Per service the identity may use (id order): its id, name and the MFA checks of its linking policies
+    (policy order, then check order) that prompt on a wake or an unlock; services without one are left out."""
+    found = []
+    for service in ctx.txn.get_many("services", sorted(service_permissions_map(ctx, identity))):
+        prompts = tuple(
+            Prompt(bool(check.get("promptOnWake")), bool(check.get("promptOnUnlock")), mfa_timeout(check))
+            for policy in linking_policies(ctx, identity, service) for check in policy_checks(ctx, policy)
+            if check.get("typeId") == "MFA" and (check.get("promptOnWake") or check.get("promptOnUnlock")))
+        if prompts:
+            found.append((str(service["id"]), str(service.get("name", "")), prompts))
+    return tuple(found)

@@ -11,8 +11,9 @@ from typing import Any
 
 from controller.clock import format_time, parse_time
 from controller.posture.access import policies_by_service, policy_checks
-from controller.posture.evaluate import MfaState, evaluate_check, mfa_timeout, mfa_timeout_remaining
-from controller.posture.machine import IdentityState
+from controller.posture.plan import rule_of
+from controller.posture.records import MfaState, mfa_timeout, mfa_timeout_remaining
+from controller.posture.state import IdentityState
 from controller.present import link
 from controller.resources.context import ReadContext
 
@@ -41,9 +42,9 @@ def service_permissions(ctx: ReadContext, identity: Mapping[str, Any], service: 
     return found
 
 
-def _query(check: Mapping[str, Any], state: IdentityState, mfa: MfaState | None, legacy: bool,
+def _query(ctx: ReadContext, check: Mapping[str, Any], state: IdentityState, mfa: MfaState | None, legacy: bool,
            now: float) -> dict[str, Any]:
-    result = evaluate_check(check, state.posture, mfa, now)
+    result = rule_of(ctx, check).report(state.posture, mfa, now)
     query: dict[str, Any] = {
         "id": check["id"], "createdAt": check.get("createdAt"), "updatedAt": check.get("updatedAt"),
         "tags": check.get("tags") or {}, "_links": {"self": link(f"posture-checks/{check['id']}")},
@@ -89,7 +90,7 @@ def posture_queries(ctx: ReadContext, identity: Mapping[str, Any], service: Mapp
     entries = []
     for policy in policies_by_service(ctx, identity).get(service["id"], ()):
         queries = [ctx.cached(("posture-query", check["id"], api_session_id),
-                              functools.partial(_query, check, state, mfa, legacy, now))
+                              functools.partial(_query, ctx, check, state, mfa, legacy, now))
                    for check in policy_checks(ctx, policy)]
         entries.append({"policyId": policy["id"], "policyType": policy.get("type"),
                         "isPassing": all(q["isPassing"] for q in queries), "postureQueries": queries})

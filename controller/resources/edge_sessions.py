@@ -29,7 +29,7 @@ def session_edge_routers(ctx: ReadContext, row: Mapping[str, Any]) -> msgspec.Ra
     Kept across snapshots while the access kinds stand, per (the identity's router policies, service): every
     session of a service at the large model lists hundreds of routers, and encoding them was a sizeable part of
     each session decision's answer."""
-    from controller.posture.decide import common_edge_routers
+    from controller.posture.access import common_edge_routers
 
     identity = ctx.txn.get("identities", row["identityId"])
     service = ctx.txn.get("services", row["serviceId"])

@@ -1,8 +1,9 @@
-"""A deadline is delivered once, even when it fires while its actor is still busy with an earlier message."""
+"""A deadline is delivered once: when it falls while its actor is busy with an earlier step, and when the step that
+handles it still names it (the behaviour's clock not yet there)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +26,7 @@ class Arm:
 
 @dataclass(frozen=True)
 class Slow:
-    """A message whose effect takes five seconds to carry out (a slow commit) and changes nothing."""
+    """A message whose step takes five seconds (CPU-bound work) and changes nothing."""
 
 
 @dataclass(frozen=True)
@@ -39,24 +40,35 @@ class Read:
 
 
 class SlowBehavior:
-    def __init__(self) -> None:
+    """Handles ``Fired`` only once its clock has reached the deadline; until then the state keeps naming it (as the
+    posture machine keeps a deadline that is still ahead of its clock)."""
+
+    def __init__(self, clock: trio.testing.MockClock) -> None:
+        self.clock = clock
         self.stored: dict[str, State] = {}
+        self.steps: list[list[Any]] = []
 
     def load(self, key: str) -> State:
         return self.stored.get(key, State())
 
-    def handle(self, state: State, message: Any, now: float) -> tuple[State, Sequence[str]]:
-        match message:
-            case Arm(at):
-                return replace(state, deadline=at), ["persist"]
-            case Slow():
-                return state, ["slow"]
-            case Fired():
-                return replace(state, deadline=None, fired_at=(*state.fired_at, now)), ["persist"]
-            case Read(reply):
-                reply.send(state)
-                return state, []
-        raise AssertionError(message)
+    def step(self, key: str, state: State, messages: list[Any], now: float) -> State:
+        self.steps.append(messages)
+        for message in messages:
+            match message:
+                case Arm(at):
+                    state = replace(state, deadline=at)
+                case Slow():
+                    self.clock.jump(5)  # the step's work takes five seconds of (virtual) time
+                case Fired(deadline):
+                    state = replace(state, fired_at=(*state.fired_at, now))
+                    if now >= deadline:
+                        state = replace(state, deadline=None)
+                case Read(reply):
+                    reply.send(state)
+                case _:
+                    raise AssertionError(message)
+        self.stored[key] = state  # written at once: nothing is ever in flight
+        return state
 
     def next_deadline(self, state: State) -> float | None:
         return state.deadline
@@ -67,25 +79,47 @@ class SlowBehavior:
     def failed(self, message: Any, error: Exception) -> None:
         raise AssertionError(f"{message} failed: {error}")
 
-    async def perform(self, key: str, before: State, after: State, effects: Sequence[str]) -> State:
-        # Every write takes a second, a slow one five: time for a wrongly re-armed deadline to fire again.
-        await trio.sleep(5 if "slow" in effects else 1)
-        self.stored[key] = after
-        return after
+    async def settled(self, state: State) -> None:
+        return None
+
+
+async def open_registry(nursery: trio.Nursery, clock: trio.testing.MockClock, now: Callable[[], float]
+                        ) -> tuple[ActorRegistry[State, Any], SlowBehavior]:
+    behavior = SlowBehavior(clock)
+    registry: ActorRegistry[State, Any] = ActorRegistry(behavior, now, lambda t: t)
+    await nursery.start(registry.run)
+    return registry, behavior
 
 
 async def test_a_deadline_reached_during_a_slow_step_fires_once(nursery: trio.Nursery,
                                                                 autojump_clock: trio.testing.MockClock) -> None:
-    registry: ActorRegistry[State, Any, str] = ActorRegistry(SlowBehavior(), trio.current_time, lambda t: t)
-    await nursery.start(registry.run)
+    registry, behavior = await open_registry(nursery, autojump_clock, trio.current_time)
     start = trio.current_time()
     registry.post("a", Arm(start + 10))
     await trio.sleep(8)
     registry.post("a", Slow())  # busy from start + 8 to start + 13; the deadline falls in between
     await trio.sleep(12)
     state = await registry.ask("a", Read)
-    # Handled once, when the slow step let it: the step's state still named the deadline, which must not re-arm it.
+    # Handled once, after the slow step: that step's state still named the deadline, which must not arm it again.
     assert state.fired_at == (start + 13,)
     assert state.deadline is None
     assert registry.statistics()["scheduler_fired"] == 1
     assert registry.statistics()["handled"] == 4  # Arm, Slow, Fired, Read
+    assert [[type(m).__name__ for m in messages] for messages in behavior.steps] == [
+        ["Arm"], ["Slow"], ["Fired"], ["Read"]]
+
+
+async def test_a_deadline_still_named_after_its_message_is_not_armed_again(
+        nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> None:
+    # The behaviour's clock runs a second behind Trio's: the deadline's message arrives before the behaviour
+    # considers it due, and the state it returns still names the deadline that just fired.
+    registry, behavior = await open_registry(nursery, autojump_clock, lambda: trio.current_time() - 1)
+    start = trio.current_time()
+    registry.post("a", Arm(start + 10))
+    await trio.sleep(20)
+    state = behavior.stored["a"]
+    assert state.fired_at == (start + 9,)  # delivered once, at the Trio instant it was armed for
+    assert state.deadline == start + 10
+    assert registry.statistics()["scheduler_fired"] == 1
+    assert registry.statistics()["handled"] == 2  # Arm, Fired
+    assert registry.state_of("a") is None  # nothing armed: the actor passivated

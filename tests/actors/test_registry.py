@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from actors.mailbox import Mailbox
 from actors.registry import ActorRegistry, OneShot
@@ -15,6 +15,7 @@ from actors.registry import ActorRegistry, OneShot
 
 @dataclass(frozen=True)
 class Counter:
+    key: str
     count: int = 0
     deadline: float | None = None
     fired_at: tuple[float, ...] = ()
@@ -51,34 +52,42 @@ class Boom:
 
 
 class CounterBehavior:
-    """A toy behaviour whose state is 'persisted' in a dict, like LMDB in production."""
+    """A toy behaviour whose state is 'persisted' in a dict, like LMDB in production: a step queues its state's
+    write, which lands in :attr:`stored` ``write_seconds`` later, when :meth:`settled` is awaited."""
 
-    def __init__(self) -> None:
+    def __init__(self, write_seconds: float = 0) -> None:
         self.stored: dict[str, Counter] = {}
+        self.queued: dict[str, Counter] = {}
+        self.write_seconds = write_seconds
         self.loads = 0
+        self.steps = 0
 
     def load(self, key: str) -> Counter:
         self.loads += 1
         if key == "unloadable":
             raise ValueError("corrupt state")
-        return self.stored.get(key, Counter())
+        return self.stored.get(key, Counter(key))
 
-    def handle(self, state: Counter, message: Any, now: float) -> tuple[Counter, Sequence[str]]:
-        match message:
-            case Add(n):
-                return replace(state, count=state.count + n), ["persist"]
-            case SetDeadline(at):
-                return replace(state, deadline=at), ["persist"]
-            case Fired():
-                return replace(state, deadline=None, fired_at=(*state.fired_at, now)), ["persist"]
-            case Read(reply):
-                reply.send(state)
-                return state, []
-            case Boom():
-                raise RuntimeError("boom")
-            case BrokenLoad():
-                raise AssertionError("never handled: the state does not load")
-        raise AssertionError(message)
+    def step(self, key: str, state: Counter, messages: list[Any], now: float) -> Counter:
+        self.steps += 1
+        for message in messages:
+            match message:
+                case Add(n):
+                    state = replace(state, count=state.count + n)
+                case SetDeadline(at):
+                    state = replace(state, deadline=at)
+                case Fired():
+                    state = replace(state, deadline=None, fired_at=(*state.fired_at, now))
+                case Read(reply):
+                    reply.send(state)
+                case Boom():
+                    raise RuntimeError("boom")
+                case BrokenLoad():
+                    raise AssertionError("never handled: the state does not load")
+                case _:
+                    raise AssertionError(message)
+        self.queued[key] = state
+        return state
 
     def next_deadline(self, state: Counter) -> float | None:
         return state.deadline
@@ -87,19 +96,26 @@ class CounterBehavior:
         return Fired(deadline)
 
     def failed(self, message: Any, error: Exception) -> None:
-        if isinstance(message, Boom | BrokenLoad) and message.reply is not None:
-            message.reply.fail(error)
+        reply = getattr(message, "reply", None)
+        if reply is not None:
+            reply.fail(error)
 
-    async def perform(self, key: str, before: Counter, after: Counter, effects: Sequence[str]) -> Counter:
-        self.stored[key] = after
-        return after
+    async def settled(self, state: Counter) -> None:
+        if state.key in self.queued:
+            await trio.sleep(self.write_seconds)
+            self.stored[state.key] = self.queued.pop(state.key)
 
 
-async def open_registry(nursery: trio.Nursery) -> tuple[ActorRegistry[Counter, Any, str], CounterBehavior]:
-    behavior = CounterBehavior()
-    registry: ActorRegistry[Counter, Any, str] = ActorRegistry(behavior, trio.current_time, lambda t: t)
+async def open_registry(nursery: trio.Nursery, write_seconds: float = 0
+                        ) -> tuple[ActorRegistry[Counter, Any], CounterBehavior]:
+    behavior = CounterBehavior(write_seconds)
+    registry: ActorRegistry[Counter, Any] = ActorRegistry(behavior, trio.current_time, lambda t: t)
     await nursery.start(registry.run)
     return registry, behavior
+
+
+def live(registry: ActorRegistry[Counter, Any], key: str) -> bool:
+    return registry.state_of(key) is not None
 
 
 async def test_spawns_on_demand_and_passivates_when_idle(nursery: trio.Nursery) -> None:
@@ -108,10 +124,29 @@ async def test_spawns_on_demand_and_passivates_when_idle(nursery: trio.Nursery) 
     registry.post("a", Add(3))
     state = await registry.ask("a", Read)
     assert state.count == 5
+    assert behavior.steps == 1  # everything queued is handled in one step
     await trio.testing.wait_all_tasks_blocked()
-    assert not registry.live("a")
+    assert not live(registry, "a")
     assert registry.statistics()["known"] == 0
     assert (await registry.ask("a", Read)).count == 5  # reloaded from the persisted state
+    assert behavior.loads == 2
+
+
+async def test_passivation_waits_for_the_state_to_settle(nursery: trio.Nursery,
+                                                         autojump_clock: trio.testing.MockClock) -> None:
+    registry, behavior = await open_registry(nursery, write_seconds=1)
+    registry.post("a", Add(4))
+    await trio.sleep(0.5)
+    assert live(registry, "a")  # its write is still in flight
+    assert "a" not in behavior.stored
+    registry.post("a", Add(1))  # a message during the wait is handled before the actor passivates
+    await trio.sleep(1)
+    assert live(registry, "a")  # the first write landed; the second is in flight
+    assert behavior.stored["a"].count == 4
+    await trio.sleep(1)
+    assert not live(registry, "a")
+    assert behavior.stored["a"].count == 5
+    assert (await registry.ask("a", Read)).count == 5
     assert behavior.loads == 2
 
 
@@ -121,12 +156,12 @@ async def test_deadline_fires_at_exact_virtual_time(nursery: trio.Nursery, autoj
     start = trio.current_time()
     registry.post("a", SetDeadline(start + 600))
     await trio.sleep(1)
-    assert registry.live("a")  # a pending deadline keeps the actor parked
+    assert live(registry, "a")  # a pending deadline keeps the actor parked
     await trio.sleep(700)
     state = await registry.ask("a", Read)
     assert state.fired_at == (start + 600,)
     await trio.testing.wait_all_tasks_blocked()
-    assert not registry.live("a")
+    assert not live(registry, "a")
 
 
 async def test_rearming_replaces_the_old_deadline(nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
@@ -134,14 +169,16 @@ async def test_rearming_replaces_the_old_deadline(nursery: trio.Nursery, autojum
     registry, _ = await open_registry(nursery)
     start = trio.current_time()
     registry.post("a", SetDeadline(start + 100))
+    await trio.sleep(1)  # armed at +100 by its own step
     registry.post("a", SetDeadline(start + 50))
     registry.post("b", SetDeadline(start + 75))
     await trio.sleep(200)
     assert (await registry.ask("a", Read)).fired_at == (start + 50,)
     assert (await registry.ask("b", Read)).fired_at == (start + 75,)
     registry.post("c", SetDeadline(start + 300))
+    await trio.sleep(1)
     registry.post("c", SetDeadline(None))
-    await trio.sleep(200)
+    await trio.sleep(400)
     assert (await registry.ask("c", Read)).fired_at == ()
     assert registry.statistics()["scheduler_fired"] == 2
 
@@ -150,20 +187,26 @@ async def test_arm_without_running_spawns_at_the_deadline(nursery: trio.Nursery,
                                                           autojump_clock: trio.testing.MockClock) -> None:
     registry, behavior = await open_registry(nursery)
     start = trio.current_time()
-    behavior.stored["r"] = Counter(count=7, deadline=start + 30)
+    behavior.stored["r"] = Counter("r", count=7, deadline=start + 30)
     registry.arm("r", start + 30)
-    assert not registry.live("r")
-    await trio.sleep(31)
+    assert not live(registry, "r")
+    await trio.sleep(29)
+    assert not live(registry, "r")
+    await trio.sleep(2)
     state = await registry.ask("r", Read)
     assert state.count == 7
     assert state.fired_at == (start + 30,)
 
 
-async def test_a_crash_restarts_only_that_actor(nursery: trio.Nursery, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_crash_fails_its_step_and_touches_no_other_actor(nursery: trio.Nursery,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
     registry, _ = await open_registry(nursery)
     registry.post("a", Add(1))
     registry.post("b", Add(10))
+    assert (await registry.ask("a", Read)).count == 1
     registry.post("a", Boom())
+    registry.post("a", Add(100))  # handled in the same step as the crash: lost with it
+    await trio.testing.wait_all_tasks_blocked()
     registry.post("a", Add(1))
     assert (await registry.ask("a", Read)).count == 2
     assert (await registry.ask("b", Read)).count == 10
@@ -172,13 +215,39 @@ async def test_a_crash_restarts_only_that_actor(nursery: trio.Nursery, caplog: p
 
 
 async def test_a_crash_answers_the_waiting_request_with_its_error(nursery: trio.Nursery) -> None:
-    registry, _ = await open_registry(nursery)
+    registry, behavior = await open_registry(nursery)
     registry.post("a", Add(1))
+    registry.post("a", SetDeadline(trio.current_time() + 10**9))  # keeps the actor parked, never fires here
+    assert (await registry.ask("a", Read)).count == 1
     with pytest.raises(RuntimeError, match="boom"):
         await registry.ask("a", Boom)
-    assert (await registry.ask("a", Read)).count == 1  # restarted from its persisted state
+    # Every request of the crashing step learns the error, those before the crash included.
+    boom: OneShot[Counter] = OneShot()
+    read: OneShot[Counter] = OneShot()
+    registry.post("a", Add(5))
+    registry.post("a", Boom(boom))
+    registry.post("a", Read(read))
+    for reply in (boom, read):
+        with pytest.raises(RuntimeError, match="boom"):
+            await reply.receive()
+    # It goes on from its state before that step, kept in memory: not even reloaded.
+    assert (await registry.ask("a", Read)).count == 1
+    assert behavior.loads == 1
+    assert registry.crashed == 2
     with pytest.raises(ValueError, match="corrupt state"):
         await registry.ask("unloadable", BrokenLoad)
+    assert registry.crashed == 3
+
+
+async def test_a_state_that_does_not_load_fails_each_message(nursery: trio.Nursery) -> None:
+    registry, behavior = await open_registry(nursery)
+    replies: list[OneShot[Counter]] = [OneShot(), OneShot()]
+    for reply in replies:
+        registry.post("unloadable", BrokenLoad(reply))
+    for reply in replies:
+        with pytest.raises(ValueError, match="corrupt state"):
+            await reply.receive()
+    assert behavior.loads == 2  # one attempt per message
     assert registry.crashed == 2
 
 
@@ -213,6 +282,18 @@ async def test_mailbox_get_waits_and_survives_cancellation() -> None:
     assert got == [2]
 
 
+async def test_mailbox_drain_takes_everything_queued() -> None:
+    box: Mailbox[int] = Mailbox()
+    assert box.drain() == []
+    for n in (1, 2, 3):
+        box.put_nowait(n)
+    assert len(box) == 3
+    assert box.drain() == [1, 2, 3]
+    assert len(box) == 0
+    with pytest.raises(trio.WouldBlock):
+        box.get_nowait()
+
+
 async def test_one_shot_delivers_before_or_after_the_wait_and_survives_a_cancelled_receiver(
         autojump_clock: trio.testing.MockClock) -> None:
     early: OneShot[str] = OneShot()
@@ -235,3 +316,26 @@ async def test_one_shot_delivers_before_or_after_the_wait_and_survives_a_cancell
             await late.receive()
         late.send("late")
     assert got == ["late"]
+
+
+async def test_one_shot_fail_raises_in_the_receiver_unless_answered_first() -> None:
+    failed: OneShot[str] = OneShot()
+    failed.fail(KeyError("gone"))
+    with pytest.raises(KeyError, match="gone"):
+        await failed.receive()
+
+    answered: OneShot[str] = OneShot()
+    answered.send("first")
+    answered.fail(KeyError("ignored"))
+    assert await answered.receive() == "first"
+
+    waiting: OneShot[str] = OneShot()
+    async with trio.open_nursery() as nursery:
+
+        async def receive() -> None:
+            with pytest.raises(KeyError, match="gone"):
+                await waiting.receive()
+
+        nursery.start_soon(receive)
+        await trio.testing.wait_all_tasks_blocked()
+        waiting.fail(KeyError("gone"))

@@ -14,7 +14,6 @@ import pytest
 import trio
 import trio.testing
 
-from actors.messages import CreateSession
 from bench.__main__ import main
 from bench.actors_bench import QUICK
 from bench.identities import ensure_network, seed_mfa_identities
@@ -71,8 +70,7 @@ async def test_seeded_identities_are_what_the_write_path_makes(controller: Contr
     assert state.deadline == start + 60 + 1.5
     # The network grants a session as the Client API would: remove the seeded one and ask for it again.
     await controller.domain.delete("sessions", session)
-    granted = await controller.engine.ask(ids[3], lambda reply: CreateSession(api_session, network.service_id,
-                                                                              "Dial", {}, reply))
+    granted = await controller.engine.request_session(ids[3], api_session, network.service_id, "Dial", {})
     assert granted["identityId"] == ids[3] and granted["servicePolicies"] == [network.policy_id]
     # A second seeding with the same role reuses the network; another timeout for it is refused.
     assert await seed_mfa_identities(controller, 1, deadlines_per_second=1, start_in=60, timeout_seconds=600, role="r")

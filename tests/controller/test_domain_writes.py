@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 import trio
 
-from actors.messages import CreateSession, MfaPassed, PostureReported, ReadState
 from controller.errors import ApiError
 from controller.posture.engine import STATE_KIND
 from controller.resources.context import Change, WriteContext
@@ -53,20 +52,20 @@ async def test_an_actor_whose_identity_was_deleted_answers_and_drops_its_state(c
     identity = await controller.domain.create("identities", {"name": "short-lived", "type": "User",
                                                              "isAdmin": False})
     identity_id = str(identity["id"])
-    controller.engine.post(identity_id, MfaPassed("api-1"))
-    await controller.engine.state(identity_id)
+    engine = controller.engine
+    await engine.mfa_passed(identity_id, "api-1")
     with controller.store.read() as txn:
         assert txn.exists(STATE_KIND, identity_id)
 
     await controller.domain.delete("identities", identity_id)
     with pytest.raises(ApiError) as refused:
-        await controller.engine.ask(identity_id, lambda reply: CreateSession("api-1", "svc", "Dial", {}, reply))
+        await engine.request_session(identity_id, "api-1", "svc", "Dial", {})
     assert refused.value.code == "UNAUTHORIZED"
     with pytest.raises(ApiError) as missing:
-        await controller.engine.ask(identity_id, ReadState)
+        await engine.state(identity_id)
     assert missing.value.code == "NOT_FOUND"
-    report = await controller.engine.ask(identity_id, lambda reply: PostureReported("api-1", (), reply, woken=True))
-    assert report == []
+    assert await engine.report_posture(identity_id, "api-1", (), woken=True) == []
+    await engine.settle(identity_id)  # the state is dropped by a write of its own
     with controller.store.read() as txn:
         assert not txn.exists(STATE_KIND, identity_id)
 

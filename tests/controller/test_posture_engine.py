@@ -8,9 +8,9 @@ from typing import Any
 
 import trio
 
-from actors.messages import CreateSession, MfaPassed, PostureReported
 from controller.clock import Clock, format_time
 from controller.errors import ApiError
+from controller.posture.messages import MfaPassed, PostureReported
 from controller.resources.context import WriteContext
 from controller.root import Controller
 from controller.write_path import create_row
@@ -61,8 +61,7 @@ async def build_network(controller: Controller, identities: int) -> dict[str, An
 
 async def ask_session(controller: Controller, identity: str, api_session: str, service: str) -> Any:
     try:
-        return await controller.engine.ask(identity, lambda reply: CreateSession(api_session, service, "Dial", {},
-                                                                                 reply))
+        return await controller.engine.request_session(identity, api_session, service, "Dial", {})
     except ApiError as error:
         return error
 

@@ -1,22 +1,19 @@
 """Evaluation of posture checks against posture data (OS, MAC, domain, process, multi-process) and the shared
-failure entries. MFA checks are in ``tests/controller/test_posture_evaluate_mfa.py``."""
+failure entries. MFA checks are in ``tests/controller/test_posture_evaluate_mfa.py``.
+
+Reported MAC addresses, hashes and fingerprints are normalised on receipt: data holding them is built as the
+identity actor builds it, through :func:`controller.posture.machine.apply_response`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
-from controller.posture.evaluate import (
-    CheckResult,
-    DomainRecord,
-    MacRecord,
-    OsRecord,
-    PostureData,
-    ProcessRecord,
-    evaluate_check,
-    failure_entry,
-)
+from controller.posture.machine import apply_response
+from controller.posture.records import DomainRecord, MacRecord, OsRecord, PostureData, ProcessRecord
+from controller.posture.rules import CheckResult, evaluate_check, failure_entry
 
 T0 = 1_700_000_000.0
 SHA256_A = "aa" * 32
@@ -102,6 +99,12 @@ def _mac_check(*addresses: str) -> dict[str, Any]:
     return {"id": "mac1", "name": "mac", "typeId": "MAC", "macAddresses": list(addresses)}
 
 
+def _mac_data(*reported: str) -> PostureData:
+    """The data of a MAC response reporting ``reported``, as received (addresses canonicalised)."""
+    data, _ = apply_response(EMPTY, {"id": "mac1", "typeId": "MAC", "macAddresses": list(reported)}, T0)
+    return data
+
+
 @pytest.mark.parametrize(
     ("reported", "passing"),
     [
@@ -116,12 +119,19 @@ def _mac_check(*addresses: str) -> dict[str, Any]:
 )
 def test_mac(reported: tuple[str, ...], passing: bool) -> None:
     check = _mac_check("aa-bb-cc-dd-ee-ff", "00-00-00-00-00-01")
-    data = PostureData(mac=MacRecord(addresses=reported))
-    assert evaluate_check(check, data, None, T0).passing is passing
+    assert evaluate_check(check, _mac_data(*reported), None, T0).passing is passing
+
+
+def test_mac_reported_addresses_are_kept_canonical() -> None:
+    data = _mac_data("AA:BB:CC:DD:EE:FF", " aabbccddeeff ", "Not A Mac")
+    assert data.mac is not None
+    assert data.mac.addresses == ("aa-bb-cc-dd-ee-ff", "aa-bb-cc-dd-ee-ff", "not a mac")
+    result = evaluate_check(_mac_check("00-00-00-00-00-01"), data, None, T0)
+    assert result.actual_value == ["aa-bb-cc-dd-ee-ff", "aa-bb-cc-dd-ee-ff", "not a mac"]
 
 
 def test_mac_unnormalised_row_still_compares() -> None:
-    data = PostureData(mac=MacRecord(addresses=("aa-bb-cc-dd-ee-ff",)))
+    data = _mac_data("aa-bb-cc-dd-ee-ff")
     result = evaluate_check(_mac_check("AABBCCDDEEFF"), data, None, T0)
     assert result == CheckResult(True, ["aa-bb-cc-dd-ee-ff"], ["aa-bb-cc-dd-ee-ff"])
 
@@ -161,9 +171,18 @@ def _process_check(hashes: list[str], fingerprint: str = "") -> dict[str, Any]:
     return {"id": "p1", "name": "proc", "typeId": "PROCESS", "process": process}
 
 
+def _process_response(record: ProcessRecord, check_id: str) -> dict[str, Any]:
+    return {"id": check_id, "typeId": "PROCESS", "path": record.path, "isRunning": record.is_running,
+            "hash": record.hash, "signerFingerprints": list(record.signer_fingerprints)}
+
+
 def _proc(path: str = "C:\\a.exe", running: bool = True, hash_: str = SHA256_A, fps: tuple[str, ...] = (),
           *, timed_out: bool = False) -> ProcessRecord:
-    return ProcessRecord(path=path, is_running=running, hash=hash_, signer_fingerprints=fps, timed_out=timed_out)
+    """A PROCESS record as received (hash and fingerprints cleaned to lower-case hex)."""
+    reported = ProcessRecord(path=path, is_running=running, hash=hash_, signer_fingerprints=fps)
+    data, _ = apply_response(EMPTY, _process_response(reported, "p"), T0)
+    record = data.processes["p"]
+    return replace(record, timed_out=True) if timed_out else record
 
 
 @pytest.mark.parametrize(
@@ -220,17 +239,14 @@ def _multi_check(semantic: str, processes: list[dict[str, Any]] | None = None) -
 
 
 class _Submissions:
-    """Accumulates PROCESS responses the way the identity actor does: per check id and per path."""
+    """Accumulates PROCESS responses as the identity actor does (per check id and per path)."""
 
     def __init__(self) -> None:
-        self.by_check: dict[str, ProcessRecord] = {}
-        self.by_path: dict[str, ProcessRecord] = {}
+        self.data = EMPTY
 
     def submit(self, record: ProcessRecord, check_id: str = "pm1") -> PostureData:
-        self.by_check[check_id] = record
-        if record.path:
-            self.by_path[record.path] = record
-        return PostureData(processes=dict(self.by_check), process_paths=dict(self.by_path))
+        self.data, _ = apply_response(self.data, _process_response(record, check_id), T0)
+        return self.data
 
 
 def test_process_multi_all_of_sequence() -> None:

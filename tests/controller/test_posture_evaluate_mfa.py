@@ -8,18 +8,15 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from controller.posture.evaluate import (
+from controller.posture.records import (
     MFA_GRACE_SECONDS,
-    CheckResult,
     DomainRecord,
     MfaState,
     PostureData,
-    evaluate_check,
-    failure_entry,
-    mfa_deadline,
     mfa_timeout,
     mfa_timeout_remaining,
 )
+from controller.posture.rules import CheckResult, MfaRule, compile_rule, evaluate_check, failure_entry
 
 T0 = 1_700_000_000.0
 EMPTY = PostureData()
@@ -36,6 +33,13 @@ def _with_event(mfa: MfaState, event: str, at: float) -> MfaState:
 
 def _mfa_passing(check: dict[str, Any], mfa: MfaState | None, now: float) -> bool:
     return evaluate_check(check, EMPTY, mfa, now).passing
+
+
+def mfa_deadline(check: dict[str, Any], mfa: MfaState) -> float | None:
+    """The instant the MFA check starts failing for ``mfa``, as its compiled rule tells it."""
+    rule = compile_rule(check)
+    assert isinstance(rule, MfaRule)
+    return rule.deadline(mfa)
 
 
 def test_mfa_requires_passed_mfa() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import trio
 
-from actors.messages import MfaRemoved
-from controller.posture.engine import PENDING_KIND, PostureEngine
+from controller.posture.engine import PENDING_KIND
+from controller.posture.messages import MfaRemoved
 from controller.root import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, running, totp
 from tests.web.test_client_posture import user as posture_user
@@ -49,14 +49,15 @@ async def test_a_crash_between_an_mfa_removal_and_its_actor_loses_nothing(
         await trio.sleep(30)  # the enrolment spent the current TOTP step
 
         # The process dies right after the removal commits: the actor never hears of it.
-        post = PostureEngine.post
+        actors = controller.engine.actors
+        post = actors.post
 
-        def lost(self: PostureEngine, identity: str, message: Any) -> None:
+        def lost(identity: str, message: Any) -> None:
             if not isinstance(message, MfaRemoved):
-                post(self, identity, message)
+                post(identity, message)
 
         with monkeypatch.context() as crash:
-            crash.setattr(PostureEngine, "post", lost)
+            crash.setattr(actors, "post", lost)
             removed = await client.delete("/current-identity/mfa",
                                           headers={"mfa-validation-code": totp(controller, secret)})
             assert removed.status == 200, removed.body

@@ -1,7 +1,9 @@
-"""Every message an identity actor receives: frozen data, dispatched with ``match`` in the state machine.
+"""Every message an identity actor receives: frozen data, dispatched with ``match`` in the state machine
+(``controller/posture/machine.py``).
 
-Posture payloads are plain mappings in wire names (as the Client API received them, already validated), so this
-module depends on nothing above it. Replies travel through a :class:`~actors.registry.OneShot`.
+Callers outside the engine do not build these: :class:`controller.posture.engine.PostureEngine` offers a method for
+each thing a caller wants. Posture payloads are plain mappings in wire names, as the Client API received and
+validated them. Replies travel through a :class:`~actors.registry.OneShot`.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ __all__ = [
     "ReadState",
     "Reevaluate",
     "Settle",
+    "WriteFailed",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class PostureReported:
     """What one posture request of an API session reported: responses (OS, MAC, DOMAIN, PROCESS) and whether the
-    endpoint woke or was unlocked (ENDPOINT_STATE), all decided in one step. The reply is the services whose MFA
-    checks the endpoint state started a grace period for (empty without one)."""
+    endpoint woke or was unlocked (ENDPOINT_STATE). The reply is the services whose MFA checks the endpoint state
+    started a grace period for (empty without one)."""
 
     api_session_id: str
     responses: tuple[Mapping[str, Any], ...]
@@ -73,7 +76,8 @@ class DeadlineReached:
 
 @dataclass(frozen=True, slots=True)
 class Reevaluate:
-    """Policies, posture checks or the identity's roles changed: check every session again."""
+    """Policies, posture checks or the identity itself changed: work out again what the identity may use, and check
+    every session again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,13 @@ class CreateSession:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadState:
+    """Reply with the actor's current state (a consistent view after every earlier message)."""
+
+    reply: OneShot[Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Settle:
     """Reply None once every message queued before this one is handled and its writes are durable (a barrier)."""
 
@@ -95,12 +106,9 @@ class Settle:
 
 
 @dataclass(frozen=True, slots=True)
-class ReadState:
-    """Reply with the actor's current state (a consistent view after every earlier message)."""
-
-    reply: OneShot[Any]
+class WriteFailed:
+    """A write the actor queued failed: what it holds in memory is ahead of what is stored; load it again."""
 
 
-IdentityMessage = (PostureReported | MfaPassed | MfaRemoved | ApiSessionStarted
-                   | ApiSessionEnded | DeadlineReached | Reevaluate | CreateSession | ReadState
-                   | Settle)
+IdentityMessage = (PostureReported | MfaPassed | MfaRemoved | ApiSessionStarted | ApiSessionEnded | DeadlineReached
+                   | Reevaluate | CreateSession | ReadState | Settle | WriteFailed)

@@ -1,0 +1,150 @@
+"""What an identity reported and when: posture records, MFA state per API session, and the MFA time rules.
+
+All instants are **epoch seconds as floats** (``controller.clock.Clock.now()``), in the records and in the ``now``
+arguments, so results never depend on the wall clock of the process computing them.
+
+MFA boundaries (Tollgate's choice, so that the identity actor can revoke at an exact instant): a check whose MFA
+passed at ``t`` with ``timeoutSeconds`` T fails from ``t + T`` inclusive, and a wake/unlock at ``e`` fails it from
+``e + 300`` inclusive (:data:`MFA_GRACE_SECONDS`).
+
+The records are frozen ``msgspec.Struct`` s: every actor step builds new ones, and a Struct is built and copied
+about ten times faster than a dataclass. They are untracked by the cyclic collector (``gc=False``): they hold only
+scalars, tuples and mappings of reported data, never anything that could lead back to them, and a million parked
+actors hold several each. They encode as arrays (``array_like``): the identity state is stored after every change,
+and an array is smaller and quicker to write and read than a map of field names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "MFA_GRACE_SECONDS",
+    "DomainRecord",
+    "MacRecord",
+    "MfaState",
+    "OsRecord",
+    "PostureData",
+    "ProcessRecord",
+    "mfa_timeout",
+    "mfa_timeout_remaining",
+    "prompt_expired",
+]
+
+MFA_GRACE_SECONDS = 300
+"""After a wake or unlock event (when the check prompts on it) MFA keeps passing this long."""
+
+
+class OsRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """The identity's last OS posture response. ``type`` as reported; it is compared case-insensitively."""
+
+    type: str
+    version: str
+    build: str | None = None
+    last_updated_at: float | None = None
+    posture_check_id: str = ""
+    timed_out: bool = False
+
+
+class MacRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """The identity's last MAC posture response: the reported addresses (normalised on receipt by the caller)."""
+
+    addresses: tuple[str, ...]
+    last_updated_at: float | None = None
+    posture_check_id: str = ""
+    timed_out: bool = False
+
+
+class DomainRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """The identity's last DOMAIN posture response."""
+
+    domain: str
+    last_updated_at: float | None = None
+    posture_check_id: str = ""
+    timed_out: bool = False
+
+
+class ProcessRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """One PROCESS posture response (the client answers per check id, naming the binary's ``path``)."""
+
+    path: str
+    is_running: bool
+    hash: str = ""
+    signer_fingerprints: tuple[str, ...] = ()
+    last_updated_at: float | None = None
+    posture_check_id: str = ""
+    timed_out: bool = False
+
+
+class PostureData(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """An identity's posture data, shared by all its API sessions.
+
+    ``processes`` holds the last record submitted per posture-check id (PROCESS checks and the failure report of
+    PROCESS_MULTI use it); ``process_paths`` the last record per exact, case-sensitive binary path, accumulated over
+    all submissions (PROCESS_MULTI evaluation uses it). Treat the mappings as read-only.
+    """
+
+    os: OsRecord | None = None
+    mac: MacRecord | None = None
+    domain: DomainRecord | None = None
+    processes: Mapping[str, ProcessRecord] = msgspec.field(default_factory=dict)
+    process_paths: Mapping[str, ProcessRecord] = msgspec.field(default_factory=dict)
+
+
+class MfaState(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """MFA state of one API session.
+
+    ``passed_mfa_at`` is the last successful MFA of this API session (None: never, or MFA removed since);
+    ``woken_at``/``unlocked_at`` the last wake/unlock the client reported; ``timed_out`` is sticky until the next
+    successful MFA (set when an MFA check's timeout is found elapsed).
+    """
+
+    passed_mfa_at: float | None = None
+    woken_at: float | None = None
+    unlocked_at: float | None = None
+    timed_out: bool = False
+
+
+def mfa_timeout(check: Mapping[str, Any]) -> int:
+    """The ``timeout`` reported in a client's MFA posture query: ``timeoutSeconds`` if > 0, else -1."""
+    value = check.get("timeoutSeconds")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else -1
+
+
+def prompt_expired(prompt: bool, event_at: float | None, passed_at: float, now: float) -> bool:
+    """Whether a wake/unlock event has used up its grace period. An event before the last MFA is ignored."""
+    return prompt and event_at is not None and event_at >= passed_at and now >= event_at + MFA_GRACE_SECONDS
+
+
+def _elapsed(now: float, since: float) -> int:
+    # Whole seconds, never negative (an event stamped a little ahead of `now` counts as just now).
+    return max(0, math.floor(now - since))
+
+
+def mfa_timeout_remaining(check: Mapping[str, Any], mfa: MfaState | None, now: float, *, legacy: bool = False) -> int:
+    """The ``timeoutRemaining`` (whole seconds) reported in a client's MFA posture query, in this order:
+
+    * -1 when the check has no timeout (``timeoutSeconds`` ≤ 0);
+    * 0 when the API session has not passed MFA;
+    * -1 when ``legacy`` (the caller decided the client SDK is a legacy one) and the check has
+      ``ignoreLegacyEndpoints``;
+    * otherwise ``max(0, T - floor(seconds since MFA))``, lowered to ``max(0, 300 - floor(seconds since event))``
+      for a wake (when ``promptOnWake``) or unlock (when ``promptOnUnlock``) at or after the last MFA.
+    """
+    timeout = mfa_timeout(check)
+    if timeout < 0:
+        return -1
+    if mfa is None or mfa.passed_mfa_at is None:
+        return 0
+    if legacy and check.get("ignoreLegacyEndpoints"):
+        return -1
+    passed = mfa.passed_mfa_at
+    remaining = max(0, timeout - _elapsed(now, passed))
+    for prompt, event_at in ((check.get("promptOnWake"), mfa.woken_at), (check.get("promptOnUnlock"), mfa.unlocked_at)):
+        if prompt and event_at is not None and event_at >= passed:
+            remaining = min(remaining, max(0, MFA_GRACE_SECONDS - _elapsed(now, event_at)))
+    return remaining

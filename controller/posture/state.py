@@ -1,0 +1,76 @@
+"""An identity's posture state, what the posture engine persists per identity, and its stored form.
+
+The state is stored as msgpack of the struct itself (an array per struct, see ``controller/posture/records.py``):
+encoding and decoding run in msgspec's C code, with no dict built on the way. Rows written by earlier versions
+(a map of field names, with the posture records inlined) are still read (:func:`decode_state`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from controller.posture.records import DomainRecord, MacRecord, MfaState, OsRecord, PostureData, ProcessRecord
+
+__all__ = ["IdentityState", "SessionPosture", "decode_state", "encode_state"]
+
+
+class SessionPosture(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """Per API session: its MFA state. (What the session reported at login, such as its SDK, is on its durable
+    API-session row.)"""
+
+    mfa: MfaState = msgspec.field(default_factory=MfaState)
+
+
+class IdentityState(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """Everything the posture engine keeps for one identity (persisted after every change)."""
+
+    identity_id: str
+    posture: PostureData = msgspec.field(default_factory=PostureData)
+    sessions: Mapping[str, SessionPosture] = msgspec.field(default_factory=dict)
+    failures: tuple[Mapping[str, Any], ...] = ()
+    last_change_at: float | None = None
+    deadline: float | None = None
+    access_digest: str | None = None
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(IdentityState)
+_legacy_decoder = msgspec.msgpack.Decoder(dict[str, Any])
+# A msgpack array starts with 0x90-0x9f (up to 15 items), 0xdc or 0xdd; the earlier form was a map.
+_ARRAY_STARTS = frozenset({*range(0x90, 0xA0), 0xDC, 0xDD})
+
+
+def encode_state(state: IdentityState) -> bytes:
+    """The stored bytes of ``state`` (keyed by its identity id)."""
+    return _encoder.encode(state)
+
+
+def decode_state(identity_id: str, data: bytes | None) -> IdentityState:
+    """The state stored as ``data``; a fresh state when there is none."""
+    if data is None:
+        return IdentityState(identity_id)
+    if data[0] in _ARRAY_STARTS:
+        return _decoder.decode(data)
+    return _legacy(identity_id, _legacy_decoder.decode(data))
+
+
+def _process(data: Mapping[str, Any]) -> ProcessRecord:
+    return ProcessRecord(**{**data, "signer_fingerprints": tuple(data.get("signer_fingerprints") or ())})
+
+
+def _legacy(identity_id: str, row: Mapping[str, Any]) -> IdentityState:
+    """A state stored as a map by an earlier version."""
+    mac = row.get("mac")
+    posture = PostureData(
+        os=OsRecord(**row["os"]) if row.get("os") else None,
+        mac=MacRecord(**{**mac, "addresses": tuple(mac.get("addresses") or ())}) if mac else None,
+        domain=DomainRecord(**row["domain"]) if row.get("domain") else None,
+        processes={k: _process(v) for k, v in (row.get("processes") or {}).items()},
+        process_paths={k: _process(v) for k, v in (row.get("processPaths") or {}).items()},
+    )
+    sessions = {k: SessionPosture(MfaState(**v["mfa"])) for k, v in (row.get("sessions") or {}).items()}
+    return IdentityState(identity_id, posture, sessions, tuple(row.get("failures") or ()), row.get("lastChangeAt"),
+                         row.get("deadline"), row.get("accessDigest"))
