@@ -142,6 +142,7 @@ class ActorRegistry(Generic[S, M]):
         self._scheduler: Scheduler[str] = Scheduler(self._deadline_reached)
         self._nursery: trio.Nursery | None = None
         self._live = 0
+        self._parked = 0
         self.spawned = 0
         self.crashed = 0
         self.handled = 0
@@ -155,8 +156,9 @@ class ActorRegistry(Generic[S, M]):
             await trio.sleep_forever()
 
     def statistics(self) -> dict[str, int]:
-        """Live actors, pending deadlines, and counters since start."""
-        return {"live": self._live, "known": len(self._actors),
+        """Live actors (``parked`` of them waiting for a message or their deadline), pending deadlines, and counters
+        since start."""
+        return {"live": self._live, "parked": self._parked, "known": len(self._actors),
                 "spawned": self.spawned, "crashed": self.crashed, "handled": self.handled,
                 **{f"scheduler_{k}": v for k, v in self._scheduler.statistics().items()}}
 
@@ -232,7 +234,11 @@ class ActorRegistry(Generic[S, M]):
                             return  # passivate: nothing queued, nothing to wake for, nothing in flight
                         continue
                     # Parked: this frame holds only the actor record.
-                    await mailbox.wait()
+                    self._parked += 1
+                    try:
+                        await mailbox.wait()
+                    finally:
+                        self._parked -= 1
                 messages = mailbox.drain()
                 try:
                     actor.state = behavior.step(key, actor.state, messages, self._now())  # type: ignore[arg-type]

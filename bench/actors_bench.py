@@ -10,6 +10,10 @@ messages goes to random identities, as clients would send them through the Clien
   Baseline: bare ``trio.sleep_until`` tasks, 100k of them, the same 25k deadlines, under the same GC policy.
 * T5, ``rounds`` restarts of a controller holding 100k pending deadlines: the time from opening the data
   directory to serving with every deadline re-armed, interleaved with a bare spawn of 100k lean actors.
+* The capacity curve, one controller of 100k actors (all loaded before the first window): one window of
+  ``curve_seconds`` per offered load of ``curve_loads`` events per second, a fifth of them deadlines and the rest
+  messages (T3's mix), ``curve_gap`` seconds apart; each reports the messages handled per second and the decision
+  lateness, so the load at which the engine stops keeping up (the knee) shows.
 * T4, one load of 1M actors (a single load: loading a million takes minutes), then three measurement windows like
   T3's with a baseline window in each gap; memory per parked actor (anonymous RSS growth over waking the parked
   population) against a bare parked Trio task measured the same way just before.
@@ -23,17 +27,18 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from bench.actors_harness import Outcomes, load_measured, load_parked, message_stream
+from bench.actors_harness import ROLE, TIMEOUT_SECONDS, Outcomes, load_measured, load_parked, message_stream
 from bench.actors_probe import anon_bytes, file_bytes, release_free_memory
 from bench.actors_report import build_result
 from bench.baselines import parked_task_bytes, sleep_until_lateness, spawn_lean_actors
 from bench.controller_run import running_controller
+from bench.identities import seed_mfa_identities, wake_all
 from bench.report import ScenarioResult
 from bench.stats import summarize
 from controller import memory
@@ -59,6 +64,9 @@ class Config:
     t5_count: int
     patience: float  # how long to wait after a window for its deadlines' outcomes
     margin: float  # spare seconds before the first measured deadline, after loading or spawning
+    curve_loads: tuple[float, ...] = (2_500, 5_000, 10_000, 20_000, 40_000)  # events per second offered
+    curve_seconds: float = 2.0
+    curve_gap: float = 8.0
 
 
 FULL = Config(rounds=3, rate=5_000, msg_rate=20_000, in_flight=1_024, t3_count=100_000, t3_measured=25_000,
@@ -66,7 +74,9 @@ FULL = Config(rounds=3, rate=5_000, msg_rate=20_000, in_flight=1_024, t3_count=1
               margin=2.0)
 QUICK = Config(rounds=3, rate=1_000, msg_rate=500, in_flight=1_024, t3_count=400, t3_measured=100,
                t4_count=1_000, t4_blocks=3, t4_per_block=100, t4_gap=0.3, t5_count=400, patience=10.0,
-               margin=0.1)
+               margin=0.1, curve_loads=(250, 500), curve_seconds=0.2, curve_gap=0.3)
+DEADLINE_SHARE = 0.2
+"""Of the curve's events, the share that are deadlines (T3: 5k of 25k)."""
 
 
 def run(quick: bool) -> ScenarioResult:
@@ -85,6 +95,7 @@ async def _run(config: Config, quick: bool) -> ScenarioResult:
             rounds.append({"part": "T3", "round": r, "side": "baseline", **await _t3_baseline(config)})
             rounds.append({"part": "T3", "round": r, "side": "subject",
                            **await _t3_subject(config, workdir / f"t3-{r}", monitor, seed=r)})
+        rounds.extend(await _curve(config, workdir / "curve", monitor))
         rounds.extend(await _t5(config, workdir / "t5"))
         rounds.extend(await _t4(config, workdir / "t4", monitor))
     finally:
@@ -155,6 +166,39 @@ async def _t3_subject(config: Config, data_dir: Path, monitor: memory.GcMonitor,
         live = controller.engine.actors.statistics()["live"]
     shutil.rmtree(data_dir, ignore_errors=True)
     return {**window, "live_actors_after": live, "overran": measured.overran}
+
+
+async def _curve(config: Config, data_dir: Path, monitor: memory.GcMonitor) -> list[dict[str, Any]]:
+    """The capacity curve: ``t3_count`` actors, one window per offered load (see the module docstring)."""
+    counts = [max(1, round(load * DEADLINE_SHARE * config.curve_seconds)) for load in config.curve_loads]
+    release_free_memory()
+    rounds: list[dict[str, Any]] = []
+    async with running_controller(data_dir) as running:
+        controller = running.controller
+        parked = await load_parked(controller, config.t3_count - sum(counts), rate=config.rate)
+        wake_per_actor = parked.wake_seconds / max(1, len(parked.ids))
+        # Every window's identities are seeded before the first window, at the rate of their own load.
+        began = controller.clock.now()
+        lead = config.margin + 3 * sum(counts) * (wake_per_actor + 50e-6)
+        starts = [began + lead + n * (config.curve_seconds + config.curve_gap) for n in range(len(counts))]
+        measured: list[str] = []
+        for load, count, start in zip(config.curve_loads, counts, starts, strict=True):
+            measured += await seed_mfa_identities(
+                controller, count, deadlines_per_second=load * DEADLINE_SHARE, start_in=start - controller.clock.now(),
+                timeout_seconds=TIMEOUT_SECONDS, role=ROLE)
+        await wake_all(controller, measured)
+        memory.settle()
+        overran = controller.clock.now() > starts[0]
+        ids = parked.ids + measured
+        outcomes = Outcomes(controller)
+        for n, (load, count, start) in enumerate(zip(config.curve_loads, counts, starts, strict=True)):
+            mix = replace(config, rate=load * DEADLINE_SHARE, msg_rate=load * (1 - DEADLINE_SHARE))
+            window = await _window(controller, ids, outcomes, monitor, start, mix, count, seed=100 + n)
+            rounds.append({"part": "curve", "side": "subject", "offered": load, "overran": overran,
+                           "offered_msg_rate": mix.msg_rate, **window})
+        outcomes.close()
+    shutil.rmtree(data_dir, ignore_errors=True)
+    return rounds
 
 
 async def _t5(config: Config, data_dir: Path) -> list[dict[str, Any]]:

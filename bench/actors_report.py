@@ -61,6 +61,12 @@ def build_result(config: Any, quick: bool, rounds: list[dict[str, Any]]) -> Scen
         add(f"{part}: messages/s handled (offered {config.msg_rate:,.0f}/s)", subject, "msg_rate", None, None,
             "msg/s")
         add(f"{part}: longest GC pause in the window", subject, "gc_max_pause_ms", None, None, "ms")
+    for point in _pick(rounds, "curve", "subject"):
+        offered = float(point["offered"])
+        rows.append([f"curve at {config.t3_count:,} actors, {offered:,.0f} events/s offered "
+                     f"({point['offered_msg_rate']:,.0f} msg/s + {offered - point['offered_msg_rate']:,.0f} "
+                     "deadlines/s): messages/s handled / decision p99 ms", point["msg_rate"],
+                     point["decision_p99_ms"], math.nan, "msg/s / ms", 1])
     actor_bytes, task_bytes = mem.get("actor_bytes", math.nan), mem.get("task_bytes", math.nan)
     rows.append(["T4: anonymous RSS per parked actor (baseline: bare parked Trio task)", actor_bytes, task_bytes,
                  ratio(actor_bytes, task_bytes), "bytes", 1])

@@ -1,9 +1,10 @@
-"""First start: seed system rows, the ``default`` auth policy and the default admin; on every start, bring rows an
-earlier version stored up to date (API-session tokens kept as digests).
+"""First start: seed system rows, the ``default`` auth policy, the config types endpoints read and the default
+admin; on every start, bring rows an earlier version stored up to date (API-session tokens kept as digests) and
+record the start (``controller/cluster.py``).
 
-Idempotent: every later start finds what the first one wrote and changes nothing. The admin's password is taken
-from the settings; when none is given a random one is generated, printed once and written to
-``<data-dir>/admin-credentials`` with mode 0600.
+Idempotent: every later start finds what the first one wrote and changes nothing but the record of its start. The
+admin's password is taken from the settings; when none is given a random one is generated, printed once and written
+to ``<data-dir>/admin-credentials`` with mode 0600.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 from controller.authentication.api_sessions import KIND as API_SESSIONS
 from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
 from controller.authentication.pki import write_private_file
+from controller.cluster import record_controller_start
 from controller.resources.context import WriteContext
+from controller.resources.seeded_config_types import seed_config_types
 from controller.resources.sessions import DEFAULT_AUTH_POLICY
 from controller.root import Controller
 from controller.write_path import create_row
@@ -72,6 +75,9 @@ async def bootstrap(controller: Controller) -> BootstrapResult:
         if not ctx.txn.exists("auth-policies", "default"):
             policy = create_row(ctx, registry["auth-policies"], DEFAULT_AUTH_POLICY, None, row_id="default")
             ctx.txn.put("auth-policies", {**policy, "isSystem": True})
+        # The config types endpoints read (intercept.v1, host.v1, ...), each unless one of its id or name exists.
+        seed_config_types(ctx)
+        record_controller_start(ctx)
         if ctx.txn.meta("defaultAdminId") is not None or password_hash is None:
             return False
         admin = create_row(ctx, registry["identities"],

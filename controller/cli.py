@@ -30,6 +30,17 @@ def _port(text: str) -> int:
     return value
 
 
+def _host_port(text: str) -> str:
+    """A listen address ``HOST:PORT`` (``[IPv6]:PORT``), as hypercorn binds it; returned unchanged."""
+    host, _, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    name = host[1:-1] if bracketed else host
+    if (not name or any(c in name for c in "[]") or (":" in name and not bracketed)
+            or not (port.isascii() and port.isdigit()) or int(port) > 65535):
+        raise argparse.ArgumentTypeError("must be HOST:PORT ([ADDRESS]:PORT for IPv6), the port between 0 and 65535")
+    return text
+
+
 def _positive(unit: str) -> Callable[[str], int]:
     """An argument type for a positive whole number of ``unit``."""
     def parse(text: str) -> int:
@@ -71,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--address", default=None,
                        help="the URL endpoints reach the controller at, written into enrolment JWTs "
                             "(https://HOST:PORT from --host and --port)")
+    serve.add_argument("--metrics-address", type=_host_port, default=None, metavar="HOST:PORT",
+                       help="serve GET /metrics (Prometheus text format, plain HTTP, no session needed) on this "
+                            "separate listener; port 0 picks a free one (off: no metrics listener)")
     serve.add_argument("--log-level", type=str.upper, choices=_LEVELS, default="INFO", help="log level (INFO)")
     return parser
 
@@ -95,14 +109,27 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str] | None = None
         session_timeout=args.session_timeout, max_body_bytes=args.max_body_bytes,
         admin_username=username, admin_password=password, evaluate_posture=not args.no_posture_evaluation,
         server_key_type=args.server_key, client_cert_days=args.cert_validity_days, address=args.address,
-        max_connections=args.max_connections, read_timeout=args.read_timeout,
+        max_connections=args.max_connections, read_timeout=args.read_timeout, metrics_address=args.metrics_address,
     )
     return settings, str(args.log_level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``tollgate`` script; returns the process exit status."""
-    settings, level = parse_settings(sys.argv[1:] if argv is None else argv)
+    """Entry point of the ``tollgate`` script; returns the process exit status.
+
+    ``tollgate serve ...`` runs the controller; every other verb, and ``tollgate --help``, belongs to the admin CLI
+    (``controller.admin.verbs.cli``, whose help documents its exit statuses).
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] != "serve":
+        from controller.admin.verbs import cli
+
+        try:
+            cli.main(args, prog_name="tollgate")
+        except SystemExit as stopped:  # click ends every run with sys.exit
+            return stopped.code if isinstance(stopped.code, int) else (0 if stopped.code is None else 1)
+        return 0
+    settings, level = parse_settings(args)
     configure_logging(level)
     from controller.main import run
     from storage.store import StoreInUse

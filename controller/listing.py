@@ -77,6 +77,21 @@ def compile_query(text: str | None, symbols: Mapping[str, Symbol]) -> Query:
         raise ApiError("INVALID_FILTER", nested_cause(exc.message)) from None
 
 
+def _hinted(ctx: ReadContext, kind: str, hint: IndexHint, unique: set[str],
+            only_narrowing: bool) -> tuple[frozenset[str], list[str]] | None:
+    """:func:`_candidates_from_hint`, as a set and in id order, remembered while ``kind`` is not written."""
+    memo = ctx.txn.kind_memo(kind)
+    key = ("hint", hint, only_narrowing)
+    if memo is not None and key in memo:
+        found: tuple[frozenset[str], list[str]] | None = memo[key]
+        return found
+    ids = _candidates_from_hint(ctx, kind, hint, unique, only_narrowing)
+    found = None if ids is None else (frozenset(ids), sorted(ids))
+    if memo is not None:
+        memo[key] = found
+    return found
+
+
 def _candidates_from_hint(ctx: ReadContext, kind: str, hint: IndexHint, unique: set[str],
                           only_narrowing: bool) -> set[str] | None:
     """The rows an index gives for ``hint``, or None to read the whole kind instead.
@@ -124,7 +139,7 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
             sort = parse_sort(params.sort, symbols)
         except SortError as exc:
             raise ApiError("INVALID_SORT_IDENTIFIER", nested_cause(exc.message)) from None
-    ids: set[str] | None = set(candidates) if candidates is not None else None
+    ids: set[str] | frozenset[str] | None = set(candidates) if candidates is not None else None
     if params.role_filter:
         require_role_filter_entries(params.role_filter)
         semantic = parse_semantic(params.role_semantic)
@@ -132,11 +147,19 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
         ids = selected if ids is None else ids & selected
     elif params.role_semantic is not None:
         parse_semantic(params.role_semantic)
+    ordered_ids: list[str] | None = None  # ``ids`` in id order, when known already
+    predicate = query.predicate
     if query.index_hint is not None:
         unique = {f.name for f in resource.all_fields() if f.unique}
-        hinted = _candidates_from_hint(ctx, resource.kind, query.index_hint, unique, only_narrowing=ids is None)
+        hinted = _hinted(ctx, resource.kind, query.index_hint, unique, only_narrowing=ids is None)
         if hinted is not None:
-            ids = hinted if ids is None else ids & hinted
+            if ids is None:
+                ids, ordered_ids = hinted
+            else:
+                ids = ids & hinted[0]
+            if query.residual is not None:
+                # Every candidate satisfies the conjunct the index answered: only the others are left to check.
+                predicate = query.residual
     page_size = None if limit == -1 else limit
     window: Sequence[Mapping[str, Any]]
     if ids is None and not query.has_condition and not sort:
@@ -146,7 +169,8 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
         window = ctx.txn.get_many(resource.kind, ctx.txn.ids(resource.kind, offset, page_size))
     else:
         fields = _read_fields(query, sort, symbols)
-        matched = [row for row in _candidate_rows(ctx, resource.kind, ids, fields) if query.predicate(row)]
+        rows = _candidate_rows(ctx, resource.kind, ids, ordered_ids, fields)
+        matched = [row for row in rows if predicate(row)]
         ordered: Sequence[Mapping[str, Any]] = order_rows(matched, sort, symbols) if sort else matched
         window = ordered[offset:] if page_size is None else ordered[offset:offset + page_size]
         total = len(matched)
@@ -178,11 +202,66 @@ def _read_fields(query: Query, sort: Sequence[SortKey], symbols: Mapping[str, Sy
     return None if extra is None else query.fields | extra | {"id"}
 
 
-def _candidate_rows(ctx: ReadContext, kind: str, ids: set[str] | None,
-                    fields: frozenset[str] | None) -> Iterable[Mapping[str, Any]]:
-    """The rows to filter (only ``fields`` of each, when given), in id byte order."""
+def _candidate_rows(ctx: ReadContext, kind: str, ids: set[str] | frozenset[str] | None,
+                    ordered_ids: list[str] | None, fields: frozenset[str] | None) -> Iterable[Mapping[str, Any]]:
+    """The rows to filter (only ``fields`` of each, when given), in id byte order (``ordered_ids``: ``ids`` in
+    that order, when known)."""
     if fields == _ID_ONLY:
         # Nothing but ids to read: the keys alone (an existence check per candidate) instead of decoding rows.
         present_ids = ctx.txn.ids(kind) if ids is None else [i for i in sorted(ids) if ctx.txn.exists(kind, i)]
         return ({"id": row_id} for row_id in present_ids)
-    return ctx.txn.scan(kind, fields) if ids is None else ctx.txn.get_many(kind, sorted(ids), fields)
+    if fields is None:
+        return ctx.txn.scan(kind) if ids is None else ctx.txn.get_many(kind, sorted(ids))
+    ordered = ordered_ids if ordered_ids is not None or ids is None else sorted(ids)
+    return _projected_rows(ctx, kind, ordered, fields)
+
+
+PROJECTED_ROWS_LIMIT = 250_000
+"""The most projected rows kept per kind and field set (:func:`_projected_rows`); past that, rows are decoded per
+request instead of being remembered."""
+
+
+def _projected_rows(ctx: ReadContext, kind: str, ordered_ids: list[str] | None,
+                    fields: frozenset[str]) -> list[Mapping[str, Any]]:
+    """The ``fields`` of the rows ``ordered_ids`` (every row of the kind when None), in that order.
+
+    Decoded once and remembered in the kind's memo (``ReadTxn.kind_memo``) until the kind is next written: a
+    filter reads the same fields of the same rows on every request. The rows handed out are shared: a predicate
+    and a sort only read them (the page's rows are read whole anew)."""
+    txn = ctx.txn
+    memo = txn.kind_memo(kind)
+    if memo is None:
+        return list(txn.scan(kind, fields) if ordered_ids is None else txn.get_many(kind, ordered_ids, fields))
+    if ordered_ids is None:
+        key = ("scan", fields)
+        every: list[Mapping[str, Any]] | None = memo.get(key)
+        if every is None:
+            every = list(txn.scan(kind, fields))
+            if len(every) <= PROJECTED_ROWS_LIMIT:
+                memo[key] = every
+        return every
+    known: dict[str, Mapping[str, Any] | None] = memo.setdefault(("rows", fields), {})
+    rows: list[Mapping[str, Any]] = []
+    missing: list[str] = []
+    for row_id in ordered_ids:
+        row = known.get(row_id, _UNKNOWN)
+        if row is _UNKNOWN:
+            missing.append(row_id)
+        elif row is not None:
+            rows.append(row)
+    if not missing:
+        return rows
+    # Some rows were never read: read them, remember them (None for an id that has no row), then answer in order.
+    found = {str(row["id"]): row for row in txn.get_many(kind, missing, fields)}
+    if len(known) + len(missing) <= PROJECTED_ROWS_LIMIT:
+        for row_id in missing:
+            known[row_id] = found.get(row_id)
+    rows = []
+    for row_id in ordered_ids:
+        row = found.get(row_id) or known.get(row_id)
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+_UNKNOWN: Any = object()

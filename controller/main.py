@@ -1,9 +1,10 @@
 """The whole task tree of a running controller, in one function.
 
 ``run(settings)`` opens the data directory, bootstraps a new database, starts the writer and the API-session expiry
-service, then serves both APIs (``web/server.py``, hypercorn's worker with client certificates) until SIGINT or
-SIGTERM. On a signal the server stops accepting, lets in-flight requests finish, and only then are the services
-cancelled: the writer finishes any batch it holds, so every acknowledged write is on disk.
+service, then serves both APIs (``web/server.py``, hypercorn's worker with client certificates), and the metrics
+listener when ``settings.metrics_address`` asks for one (``web/metrics_app.py``), until SIGINT or SIGTERM. On a
+signal the listeners stop accepting, let in-flight requests finish, and only then are the services cancelled: the
+writer finishes any batch it holds, so every acknowledged write is on disk.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from controller import memory
 from controller.authentication import Pki
 from controller.authentication.renewal import renew_server_certificate
 from controller.bootstrap import bootstrap
+from controller.metrics import METRICS_PATH, Metrics, attach_metrics
 from controller.root import Controller
 from controller.settings import Settings
 
@@ -76,13 +78,17 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
 
     ``on_ready(controller, urls)`` is called once both APIs accept connections, with the bound base URLs (the real
     port when ``settings.port`` is 0); without it the URLs are printed. With TLS, clients may present a certificate
-    from a CA of ``controller.tls``. On shutdown the server stops accepting, lets in-flight requests
-    finish (up to its graceful timeout), then the API sessions' activity is persisted and the services stop; every
-    write acknowledged to a client is on disk by then.
+    from a CA of ``controller.tls``. With ``settings.metrics_address``, the metrics listener is up by then too, at
+    ``metrics_of(controller).url`` (:func:`controller.metrics.metrics_of`; printed without ``on_ready``). On shutdown
+    the listeners stop accepting, let in-flight requests finish (up to their graceful timeout), then the API
+    sessions' activity is persisted and the services stop; every write acknowledged to a client is on disk by then.
     """
     from web.app import create_app
 
     controller = Controller.open(settings)
+    # Before the services start, so that they count from the first commit (and before the application, which looks
+    # them up as it is built).
+    metrics = attach_metrics(controller) if settings.metrics_address is not None else None
     pki = controller.pki if settings.tls else None
     try:
         with memory.runtime_policy():
@@ -95,6 +101,7 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
                           f"{result.generated_password}", flush=True)
                     print(f"  (also written to {settings.data_dir / 'admin-credentials'})", flush=True)
                 await services.start(controller.sessions.run)
+                await services.start(controller.database.run)
                 await services.start(renew_server_certificate, controller)
                 app = create_app(controller)
                 # Everything restored so far lives as long as the process: freeze it before serving
@@ -102,7 +109,7 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
                 memory.settle()
                 with ExitStack() as stack:
                     trigger = shutdown_trigger or stack.enter_context(_signal_trigger())
-                    await _serve(controller, app, hypercorn_config(settings, pki), trigger, on_ready)
+                    await _serve(controller, app, hypercorn_config(settings, pki), trigger, on_ready, metrics)
                 # The server has returned: no request is in flight; persist what only memory holds, then stop.
                 await controller.sessions.flush()
                 services.cancel_scope.cancel()
@@ -113,15 +120,27 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
 
 async def _serve(controller: Controller, app: Any, config: Config,
                  trigger: Callable[..., Awaitable[None]],
-                 on_ready: Callable[[Controller, list[str]], None] | None) -> None:
-    """Serve ``app`` until ``trigger`` returns and every in-flight request has finished."""
+                 on_ready: Callable[[Controller, list[str]], None] | None, metrics: Metrics | None) -> None:
+    """Serve ``app``, and ``metrics`` when given, until ``trigger`` returns and every in-flight request of either
+    listener has finished."""
+    from web.metrics_app import serve_metrics
     from web.server import serve
 
     pki = controller.pki if controller.settings.tls else None
+    stopping = trio.Event()
+
+    async def shutdown() -> None:
+        await trigger()
+        stopping.set()  # the metrics listener stops with the APIs'
+
     async with trio.open_nursery() as web:
+        if metrics is not None:
+            bound = await web.start(functools.partial(serve_metrics, controller, metrics.registry,
+                                                      shutdown_trigger=stopping.wait))
+            metrics.url = bound[0] + METRICS_PATH
         binds = await web.start(functools.partial(serve, app, config, trust=controller.tls,
                                                   max_connections=controller.settings.max_connections,
-                                                  shutdown_trigger=trigger))
+                                                  shutdown_trigger=shutdown))
         scheme = "https" if pki else "http"
         urls = [b.replace("http://", f"{scheme}://").replace("https://", f"{scheme}://") for b in binds]
         port = urlsplit(urls[0]).port if urls else None
@@ -137,7 +156,9 @@ async def _serve(controller: Controller, app: Any, config: Config,
                 print(f"Client API:     {url}/edge/client/v1", flush=True)
             if pki is not None:
                 print(f"CA bundle:      {pki.ca_cert_path}", flush=True)
-        log.info("controller started", extra={"urls": urls})
+            if metrics is not None:
+                print(f"Metrics:        {metrics.url}", flush=True)
+        log.info("controller started", extra={"urls": urls, "metrics": metrics.url if metrics is not None else None})
 
 
 def run(settings: Settings) -> None:

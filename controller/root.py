@@ -24,6 +24,7 @@ from controller.authentication import (
     load_token_key,
 )
 from controller.clock import Clock
+from controller.database_ops import DatabaseOperations
 from controller.domain import Barrier, Domain
 from controller.posture.engine import PostureEngine
 from controller.registry import Registry
@@ -58,6 +59,7 @@ class Controller:
     jwts: EnrollmentJwts = field(init=False)
     tls: TlsContexts = field(init=False)
     jwks: JwksCache = field(init=False)
+    database: DatabaseOperations = field(init=False)
     instance_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -71,7 +73,8 @@ class Controller:
         os.chmod(settings.data_dir, 0o700)
         # The store first: it claims the data directory (storage/ownership.py), so a second controller on it is
         # refused before it touches the PKI of the one running.
-        store = Store(settings.data_dir / "db", registry.layouts(), durable=settings.durable)
+        store_path = settings.data_dir / "db"
+        store = Store(store_path, registry.layouts(), durable=settings.durable)
         try:
             # The CA exists whether or not we serve TLS: enrolment and the well-known CA store need it.
             pki = ensure_pki(settings.data_dir / "pki", settings.sans, server_key_type=settings.server_key_type)
@@ -95,6 +98,7 @@ class Controller:
         controller.issuer = issuer
         controller.jwts = jwts
         controller.jwks = JwksCache()
+        controller.database = DatabaseOperations(domain, store_path, in_thread=settings.worker_threads)
         domain.env = Environment(network_ca_pem=pki.ca_pem, enrollments=jwts)
         controller.tls = TlsContexts(pki.ca_pem.decode("ascii"))
         with store.read() as txn:

@@ -36,6 +36,9 @@ class Settings:
         max_connections: connections served at once; more are closed as soon as they are accepted.
         address: the URL endpoints reach the controller at (``https://host:port``), the issuer of enrolment JWTs,
             which OpenZiti SDKs connect to; None derives it from ``host`` and the bound port (:meth:`address_for`).
+        metrics_address: ``host:port`` (``[v6-address]:port`` for IPv6; port 0 picks a free one) of a separate plain
+            HTTP listener serving ``GET /metrics`` in the Prometheus text format to anyone who reaches it, with no
+            session: bind it where only the monitoring system can. None (the default) opens no such listener.
     """
 
     data_dir: Path = Path("data")
@@ -56,6 +59,7 @@ class Settings:
     address: str | None = None
     read_timeout: int = 30
     max_connections: int = 1000
+    metrics_address: str | None = None
 
     def address_for(self, port: int) -> str:
         """The controller's URL as endpoints reach it, once it listens on ``port``: ``address`` when given, else

@@ -100,6 +100,9 @@ class Writer:
         self.mutations = 0
         # Seconds the pinned thread spent committing (page writes and fsync); the benchmark reads it.
         self.commit_seconds = 0.0
+        # Called on the writer's task after each commit, before its callers are answered, with the batch's size and
+        # the seconds its commit took (the whole batch inline); monitoring sets it. It must be quick and not raise.
+        self.observe_batch: Callable[[int, float], None] | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; a batch already taken from the queue always completes first."""
@@ -109,7 +112,9 @@ class Writer:
         task_status.started()
         async for first in self._receive:
             batch = self._take(first)
-            self._answer(batch, run_batch(self._store, [request.mutation for request in batch]))
+            started = time.perf_counter()
+            outcomes = run_batch(self._store, [request.mutation for request in batch])
+            self._answer(batch, outcomes, time.perf_counter() - started)
 
     async def submit(self, mutation: Callable[[WriteTxn], T], *, on_commit: Callable[[], object] | None = None) -> T:
         """Run ``mutation`` in the next batch and return its result once committed; re-raise what it raised.
@@ -148,9 +153,11 @@ class Writer:
         self._room.unpark_all()
         return batch
 
-    def _answer(self, batch: list[_Request], outcomes: list[Outcome]) -> None:
+    def _answer(self, batch: list[_Request], outcomes: list[Outcome], seconds: float) -> None:
         self.commits += 1
         self.mutations += len(batch)
+        if self.observe_batch is not None:
+            self.observe_batch(len(batch), seconds)
         for request, result in zip(batch, outcomes, strict=True):
             if result.error is None and request.on_commit is not None:
                 try:
@@ -179,7 +186,7 @@ class Writer:
                     if not isinstance(following, BaseException):
                         opened = following
                     self.commit_seconds += seconds
-                    self._answer(batch, outcomes)
+                    self._answer(batch, outcomes, seconds)
                     if isinstance(following, BaseException):
                         raise following
             finally:

@@ -269,7 +269,7 @@ def compile_filter(text: str | None, symbols: Mapping[str, Symbol]) -> Query:
     names = [str(v) for v in condition.scan_values(lambda v: isinstance(v, Token) and v.type == "IDENT")
              ] if isinstance(condition, Tree) else []
     return Query(compiled.predicate, compiled.sort, compiled.skip, compiled.limit, compiled.index_hint,
-                 has_condition=condition is not None,
+                 has_condition=condition is not None, residual=compiled.residual,
                  fields=stored_fields([*names, *(key.field for key in compiled.sort)], symbols))
 
 

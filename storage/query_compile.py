@@ -91,6 +91,7 @@ class CompiledQuery:
     skip: int | None
     limit: int | None
     index_hint: IndexHint | None
+    residual: Pred | None = None
 
 
 def _row_getter(key: str) -> Getter:
@@ -186,8 +187,9 @@ def compile_query(tree: Tree[Token], symbols: Mapping[str, Symbol]) -> CompiledQ
     expr, sort_clause, skip_clause, limit_clause = tree.children
     predicate: Pred = _always
     hint: IndexHint | None = None
+    residual: Pred | None = None
     if isinstance(expr, Tree):
-        predicate, hint = _expr(expr, symbols)
+        predicate, hint, residual = _top_expr(expr, symbols)
     sort: tuple[SortKey, ...] = ()
     if isinstance(sort_clause, Tree):
         sort = sort_keys(sort_clause.children, symbols)
@@ -197,7 +199,7 @@ def compile_query(tree: Tree[Token], symbols: Mapping[str, Symbol]) -> CompiledQ
         tok = limit_clause.children[0]
         assert isinstance(tok, Token)
         limit = -1 if tok.type == "NONE" else _whole_number(tok, "limit")
-    return CompiledQuery(predicate, sort, skip, limit, hint)
+    return CompiledQuery(predicate, sort, skip, limit, hint, residual)
 
 
 def sort_keys(fields: Sequence[Tree[Token] | Token | None], symbols: Mapping[str, Symbol]) -> tuple[SortKey, ...]:
@@ -247,6 +249,25 @@ def _any_of(preds: list[Pred]) -> Pred:
         return any(p(row) for p in preds)
 
     return disj
+
+
+def _top_expr(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred, IndexHint | None, Pred | None]:
+    """The filter's boolean expression: its predicate, index hint and, when the hint is exact, the residual
+    predicate (the other top-level conjuncts), which rows from the hint's candidates need checked alone."""
+    if node.data != "and_":
+        predicate, hint = _expr(node, symbols)
+        return predicate, hint, _always if hint is not None and hint.exact else None
+    parts = [_expr(child, symbols) for child in _flatten(node, "and_")]
+    predicate = _all_of([p for p, _ in parts])
+    hinted = next((n for n, (_, h) in enumerate(parts) if h is not None), None)
+    if hinted is None:
+        return predicate, None, None
+    hint = parts[hinted][1]
+    assert hint is not None
+    if not hint.exact:
+        return predicate, hint, None
+    rest = [p for n, (p, _) in enumerate(parts) if n != hinted]
+    return predicate, hint, rest[0] if len(rest) == 1 else _all_of(rest)
 
 
 def _expr(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred, IndexHint | None]:
@@ -342,13 +363,16 @@ def _comparison(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred,
     if func == "field":
         field = _scalar(_resolve(str(lhs.children[0]), symbols))
         test = value_test(field.name, field.vtype, op, lits)
-        hint = _hint(field.key, _HINT_SCALARS, op, lits)
+        hint = _hint(field.key, _HINT_SCALARS, op, lits, exact=True)
         key, get = field.key, field.get
         if key is not None:
             if op == "=" and lits[0].kind is FieldType.STRING:
-                # The commonest filter gets a single-call closure; str == non-str is simply false.
+                # The commonest filters get a single-call closure; str == non-str is simply false.
                 value = lits[0].value
                 return (lambda row: row.get(key) == value), hint
+            if op == "contains" and lits[0].kind is FieldType.STRING and field.vtype is FieldType.STRING:
+                part = lits[0].value
+                return (lambda row: isinstance(v := row.get(key), str) and part in v), hint
             return (lambda row: test(row.get(key))), hint
         return (lambda row: test(get(row))), hint
     if func == "count":
@@ -366,17 +390,18 @@ def _comparison(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred,
     if name == "allOf":
         # An empty set matches no allOf() test: the rows an index hint selects (those holding the value) must be
         # a superset of the matches, so vacuous truth is deliberately not used here.
-        hint = _hint(coll.key, _HINT_SETS, op, lits) if op == "=" else None
+        hint = _hint(coll.key, _HINT_SETS, op, lits, exact=False) if op == "=" else None
         return (lambda row: bool(values := elements(row)) and all(map(test, values))), hint
-    hint = _hint(coll.key, _HINT_SETS, op, lits)
+    hint = _hint(coll.key, _HINT_SETS, op, lits, exact=True)
     if op == "=" and lits[0].kind is FieldType.STRING:
         value = lits[0].value
         return (lambda row: value in elements(row)), hint
     return (lambda row: any(map(test, elements(row)))), hint
 
 
-def _hint(key: str | None, fields: frozenset[str], op: str, lits: list[Lit]) -> IndexHint | None:
+def _hint(key: str | None, fields: frozenset[str], op: str, lits: list[Lit], *, exact: bool) -> IndexHint | None:
+    """The index hint of a comparison on a stored field (``exact``: its candidates are precisely its matches)."""
     if key not in fields or op not in ("=", "in") or any(lit.kind is not FieldType.STRING for lit in lits):
         return None
     assert key is not None
-    return IndexHint(key, frozenset(lit.value for lit in lits))
+    return IndexHint(key, frozenset(lit.value for lit in lits), exact)

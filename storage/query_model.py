@@ -85,11 +85,13 @@ class IndexHint:
     """Where to find candidate rows without a full scan.
 
     The candidates are the rows whose ``field`` (or, for set fields, any element of it) is one of ``values``. The
-    hint is a superset of the matches, never a replacement for :attr:`Query.predicate`.
+    hint is a superset of the matches; ``exact`` when the candidates are precisely the rows that satisfy the
+    conjunct it came from (then :attr:`Query.residual` decides the rest).
     """
 
     field: str
     values: frozenset[str]
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ class Query:
         fields: The stored fields that the predicate and ``sort`` read (``row.get(name)``), or ``None`` when they
             read more than stored fields (a symbol with its own getter, related rows). A caller may then hand the
             predicate rows that hold only these fields and ``id``.
+        residual: With an exact ``index_hint``: the predicate without the conjunct the hint stands for, which
+            decides exactly as ``predicate`` does on rows the hint selected; else ``None``.
     """
 
     predicate: Callable[[Mapping[str, Any]], bool]
@@ -115,3 +119,4 @@ class Query:
     index_hint: IndexHint | None
     has_condition: bool = True
     fields: frozenset[str] | None = None
+    residual: Callable[[Mapping[str, Any]], bool] | None = None

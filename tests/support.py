@@ -214,6 +214,6 @@ async def read_http_response(stream: trio.abc.ReceiveStream, connection: h11.Con
         elif isinstance(event, h11.Response):
             status = event.status_code
         elif isinstance(event, h11.Data):
-            body += event.data
+            body += bytes(event.data)
         elif isinstance(event, h11.EndOfMessage):
             return status, body

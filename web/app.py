@@ -2,7 +2,8 @@
 
 Every request gets a request id, a size check on its body before any other work, the headers old SDKs rely on
 (``ziti-instance-id``, ``server``), and one structured log line (method, path, status, duration, requestId). Secrets
-never reach the log: only the path is logged, never a query string, header or body.
+never reach the log: only the path is logged, never a query string, header or body. A controller with metrics
+(``controller/metrics.py``) also counts each request there, by route template, method and status.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from quart import Blueprint, Response, g, request
 from quart_trio import QuartTrio
 
 from controller.errors import ApiError
+from controller.metrics import metrics_of
 from controller.root import VERSION, Controller
 from web.client_certs import TlsExtension
 from web.errors import install_error_handlers, render_error
@@ -40,8 +42,11 @@ def create_app(controller: Controller) -> QuartTrio:
         authenticator_routes,
         ca_routes,
         client_routes,
+        controller_routes,
+        database_routes,
         enrollment_routes,
         external_jwt_routes,
+        identity_config_routes,
         identity_routes,
         info_routes,
         login_routes,
@@ -60,6 +65,7 @@ def create_app(controller: Controller) -> QuartTrio:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.json.sort_keys = False  # type: ignore[attr-defined]
     install_error_handlers(app)
+    metrics = metrics_of(controller)
 
     @app.before_request
     async def start() -> Response | None:
@@ -86,9 +92,13 @@ def create_app(controller: Controller) -> QuartTrio:
         response.headers["ziti-instance-id"] = controller.instance_id
         response.headers["server"] = f"tollgate/{VERSION}"
         request_id = getattr(g, "request_id", "")
-        elapsed = (time.perf_counter() - getattr(g, "started", time.perf_counter())) * 1000
+        elapsed = time.perf_counter() - getattr(g, "started", time.perf_counter())
         log.info("request", extra={"method": request.method, "path": request.path, "status": response.status_code,
-                                   "duration_ms": round(elapsed, 3), "requestId": request_id})
+                                   "duration_ms": round(elapsed * 1000, 3), "requestId": request_id})
+        if metrics is not None:
+            rule = request.url_rule
+            metrics.request_done(rule.rule if rule is not None else None, request.method, response.status_code,
+                                 elapsed)
         return response
 
     management = Blueprint("management", __name__, url_prefix=MANAGEMENT_BASE)
@@ -105,7 +115,10 @@ def create_app(controller: Controller) -> QuartTrio:
         ca_routes.register(bp, routes, controller, api)
         session_certificate_routes.register(bp, routes, controller, api)
         external_jwt_routes.register(bp, routes, controller, api)
+        controller_routes.register(bp, routes, controller, api)
     identity_routes.register(management, routes, controller)
+    identity_config_routes.register(management, routes, controller)
+    database_routes.register(management, routes, controller)
     client_routes.register(client, routes, controller)
     posture_routes.register(management, routes, controller)
     posture_routes.register_client(client, routes, controller)

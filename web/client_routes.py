@@ -1,4 +1,5 @@
-"""The Client API an endpoint uses: its services with posture queries, posture responses, sessions, updates.
+"""The Client API an endpoint uses: its services with posture queries and configs (its own overrides applied),
+their edge routers and terminators, posture responses, sessions, updates.
 
 Posture responses and session requests go to the identity's actor, so they are decided in the order they arrive
 and a revocation can never race a grant.
@@ -8,13 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from quart import Blueprint, Response
+from quart import Blueprint, Response, request
 
+from controller.client_services import (
+    CLIENT_TERMINATOR_SCHEMA,
+    SERVICE_EDGE_ROUTERS_SCHEMA,
+    client_service_edge_routers,
+    client_service_terminators,
+)
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause, nested_cause, not_found
 from controller.posture.access import service_permissions_map
 from controller.posture.queries import posture_queries
 from controller.present import present
+from controller.resources.service_configs import apply_service_configs, service_configs_changed_at, wanted_config_types
 from controller.root import Controller
 from controller.validation import SchemaCheck
 from controller.write_path import check_storable
@@ -127,6 +135,11 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
                 granted: list[str] = [t for t in ("Dial", "Bind") if t in perms]
                 item["permissions"] = granted or ["Invalid"]
                 item["postureQueries"] = posture_queries(ctx, identity, item, state, session.id, now)
+            # The config data of the types the API session asked for at login, or the request names.
+            api_session = ctx.txn.get("api-sessions", session.id) or {}
+            wanted = wanted_config_types(ctx.txn, api_session.get("configTypes") or [],
+                                         request.args.getlist("configTypes"))
+            apply_service_configs(ctx, session.identity_id, items, wanted)
         return items, meta
 
     async def list_services() -> Response:
@@ -223,11 +236,20 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         state = await engine.state(session.identity_id)
         with domain.read() as ctx:
             row = ctx.txn.get("api-sessions", session.id)
+            overrides_changed = service_configs_changed_at(ctx, session.identity_id)
         created_at = row["createdAt"] if row else format_time(controller.clock.now())
         last = format_time(state.last_change_at) if state.last_change_at is not None else created_at
-        return ok({"lastChangeAt": max(last, created_at)})
+        return ok({"lastChangeAt": max(last, created_at, overrides_changed or created_at)})
 
-    add("GET", "/services", "listServices", "Service", list_services, paged=True)
+    async def service_edge_routers(id: str) -> Response:
+        return ok(client_service_edge_routers(domain, current_session().identity_id, id))
+
+    async def service_terminators(id: str) -> Response:
+        items, meta = client_service_terminators(domain, current_session().identity_id, id, list_params(False))
+        return ok(items, meta)
+
+    config_types = {"configTypes": {"type": "array", "items": {"type": "string"}}}
+    add("GET", "/services", "listServices", "Service", list_services, paged=True, query=config_types)
     add("GET", "/services/{id}", "detailService", "Service", detail_service)
     add("POST", "/posture-response", "createPostureResponse", "Posture Checks", single_response,
         body=_RESPONSE_BODY, status=201)
@@ -240,3 +262,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     add("GET", "/sessions/{id}", "detailSession", "Session", detail_session)
     add("DELETE", "/sessions/{id}", "deleteSession", "Session", delete_session)
     add("GET", "/current-api-session/service-updates", "listServiceUpdates", "Current API Session", service_updates)
+    add("GET", "/services/{id}/edge-routers", "listServiceEdgeRouters", "Service", service_edge_routers,
+        data=SERVICE_EDGE_ROUTERS_SCHEMA)
+    add("GET", "/services/{id}/terminators", "listServiceTerminators", "Service", service_terminators, paged=True,
+        data={"type": "array", "items": CLIENT_TERMINATOR_SCHEMA})

@@ -251,7 +251,8 @@ class _Builder:
                 params.append({**_query(name, swagger_schema(spec), f"The {_words(name)}", where=where),
                                "required": bool(schema.get("required", False))})
         if info.body is not None:
-            params.append({"name": "body", "in": "body", "required": True, "schema": swagger_schema(info.body)})
+            params.append({"name": "body", "in": "body", "required": not info.body_optional,
+                           "schema": swagger_schema(info.body)})
         data = swagger_schema(info.data) if info.data is not None else {}
         schema = data if info.raw else {"type": "object", "required": ["data", "meta"],
                                         "properties": {"data": data, "meta": _ref("meta")}}

@@ -42,6 +42,7 @@ class RouteInfo:
     # What the OpenAPI document says about a custom operation; generic ones (``kind`` set) derive all of this from
     # the resource spec.
     body: Mapping[str, Any] | None = None  # JSON schema of the request body
+    body_optional: bool = False  # the body may be left out (a DELETE whose absent body means "all")
     data: Mapping[str, Any] | None = None  # JSON schema of the answer's ``data`` (of the whole answer when raw)
     status: int = 200  # status of a successful answer
     query: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> schema, plus "required": True

@@ -17,6 +17,7 @@ from controller.authentication.certificate_login import login_certificate
 from controller.authentication.ext_jwt_login import login_external_jwt, satisfy_ext_jwt_factor
 from controller.authentication.password_login import login_password
 from controller.errors import ApiError
+from controller.metrics import note_login_failure
 
 __all__ = ["Credentials", "login"]
 
@@ -44,21 +45,27 @@ async def login(controller: Any, method: str, credentials: Credentials) -> dict[
     stored session row.
 
     The session starts partially authenticated when it owes a second factor; a bearer JWT of this request that
-    satisfies the external JWT factor is taken into account before this returns.
+    satisfies the external JWT factor is taken into account before this returns. A refusal counts as a login failure
+    of ``method`` in the controller's metrics (``controller/metrics.py``), if it has any.
 
     Raises:
         ApiError: 400 INVALID_AUTH_METHOD for another method; 401 INVALID_AUTH when the credentials do not
             authenticate; 400 COULD_NOT_VALIDATE for a malformed password body.
     """
-    match method:
-        case "password":
-            row = await login_password(controller, credentials.body, credentials.ip)
-        case "cert":
-            row = await login_certificate(controller, credentials.certificate, credentials.body, credentials.ip)
-        case "ext-jwt":
-            row = await login_external_jwt(controller, credentials.bearer_tokens, credentials.body, credentials.ip)
-        case _:
-            raise ApiError("INVALID_AUTH_METHOD")
+    try:
+        match method:
+            case "password":
+                row = await login_password(controller, credentials.body, credentials.ip)
+            case "cert":
+                row = await login_certificate(controller, credentials.certificate, credentials.body, credentials.ip)
+            case "ext-jwt":
+                row = await login_external_jwt(controller, credentials.bearer_tokens, credentials.body,
+                                               credentials.ip)
+            case _:
+                raise ApiError("INVALID_AUTH_METHOD")
+    except ApiError as refused:
+        note_login_failure(controller, method, refused.code)
+        raise
     session = controller.sessions.get(row["id"])
     if session is not None and session.ext_jwt_owed and credentials.bearer_tokens:
         await satisfy_ext_jwt_factor(controller, session, credentials.bearer_tokens)

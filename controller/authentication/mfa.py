@@ -29,6 +29,7 @@ from controller.authentication.throttle import MFA_LOCKOUT_FAILURES, MFA_LOCKOUT
 from controller.clock import format_time
 from controller.errors import ApiError, not_found
 from controller.ids import new_id
+from controller.metrics import note_login_failure
 from controller.posture.engine import record_mfa_removal
 from controller.resources.context import WriteContext
 
@@ -265,10 +266,14 @@ class MfaService:
         codes pass MFA here, so a session could pass MFA posture while the identity shows MFA as not enabled.
         """
         record = self.record(session.identity_id)
-        if record is None or not record["isVerified"]:
-            raise ApiError("MFA_NOT_ENROLLED")
-        accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
-        await self._update(session.identity_id, record, accepted, lambda r: r)
+        try:
+            if record is None or not record["isVerified"]:
+                raise ApiError("MFA_NOT_ENROLLED")
+            accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
+            await self._update(session.identity_id, record, accepted, lambda r: r)
+        except ApiError as refused:
+            note_login_failure(self.controller, "mfa", refused.code)  # the second factor of a login
+            raise
         await self._passed(session)
 
     async def remove_own(self, session: LiveSession, code: Any) -> None:

@@ -288,6 +288,9 @@ class IdentityBehavior:
                 gone = set(t.revoke)
                 live.sessions = tuple(ref for ref in live.sessions if ref.session_id not in gone)
                 write.revoke = (write.revoke or []) + t.revoke
+                revocations = self.engine.revocations
+                for cause in t.revoke_causes:
+                    revocations[cause] += 1
             if t.decided:
                 decided_at = self.domain.clock.now()
                 write.lateness = (write.lateness or []) + [(deadline, decided_at, len(t.revoke))
@@ -363,6 +366,8 @@ class PostureEngine:
     def __init__(self, domain: Domain, *, evaluate_posture: bool = True) -> None:
         self.domain = domain
         self.lateness = LatenessRecorder()
+        # Sessions revoked since start, by cause (machine.REVOKE_CAUSES), counted when decided: what monitoring reads.
+        self.revocations = dict.fromkeys(machine.REVOKE_CAUSES, 0)
         self._flush: _Flush | None = None
         self.behavior = IdentityBehavior(self, evaluate_posture=evaluate_posture)
         self.actors: ActorRegistry[LiveIdentity, IdentityMessage] = ActorRegistry(

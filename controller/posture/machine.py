@@ -43,11 +43,16 @@ from controller.posture.records import (
 )
 from controller.posture.state import IdentityState, SessionPosture
 
-__all__ = ["MAX_FAILURES", "MAX_PROCESSES", "Grant", "SessionRef", "Transition", "apply_response", "step"]
+__all__ = ["MAX_API_SESSIONS", "MAX_FAILURES", "MAX_PROCESSES", "REVOKE_CAUSES", "Grant", "SessionRef", "Transition",
+           "apply_response", "step"]
 
 MAX_FAILURES = 50
+"""Failed session requests kept per identity (the last ones)."""
 MAX_PROCESSES = 64
 """PROCESS responses kept per identity (by check id, and by path)."""
+MAX_API_SESSIONS = 256
+"""API sessions whose MFA and endpoint state an identity keeps; past that the oldest is forgotten (it loses its
+MFA pass: the bound fails closed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,15 +75,22 @@ class Grant:
     replies: list[OneShot[Any]]
 
 
+REVOKE_CAUSES = ("policy", "posture", "mfa_timeout")
+"""Why a re-check revokes a session: no policy grants its service and type any more; a posture check fails; an MFA
+check timed out."""
+
+
 @dataclass(slots=True)
 class Transition:
     """What one step decided. ``replies`` are sent at once unless ``durable``, in which case they wait for the
     step's write (as do the grants' answers and ``settles``). ``existing`` are requests for a session the identity
     already has: answered with its stored row. ``decided`` are the deadlines this step decided on (for lateness).
-    ``gone``: the identity no longer exists (its state is dropped)."""
+    ``gone``: the identity no longer exists (its state is dropped). ``revoke_causes`` holds the cause of each of
+    ``revoke``, in order (one of :data:`REVOKE_CAUSES`)."""
 
     state: IdentityState
     revoke: list[str] = field(default_factory=list)
+    revoke_causes: tuple[str, ...] = ()
     grants: list[Grant] = field(default_factory=list)
     existing: list[tuple[OneShot[Any], str]] = field(default_factory=list)
     replies: list[tuple[OneShot[Any], Any]] = field(default_factory=list)
@@ -160,7 +172,10 @@ def _mfa(state: IdentityState, api_session_id: str) -> MfaState | None:
 
 
 def _with_mfa(state: IdentityState, api_session_id: str, mfa: MfaState, now: float | None) -> IdentityState:
+    """``state`` with the API session's MFA state set (at most :data:`MAX_API_SESSIONS` kept)."""
     sessions = {**state.sessions, api_session_id: SessionPosture(mfa)}
+    while len(sessions) > MAX_API_SESSIONS:
+        del sessions[next(iter(sessions))]
     if now is None:
         return replace(state, sessions=sessions)
     return replace(state, sessions=sessions, last_change_at=now)
@@ -257,20 +272,20 @@ def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, 
         state = replace(state, access_digest=plan.digest, last_change_at=changed_at)
         t.persist = True
     timed_out: set[str] = set()
-    revoked: list[str] = []
+    revoked: dict[str, str] = {}  # session id: its cause (REVOKE_CAUSES)
     posture = state.posture
     for ref in sessions:
         service = plan.services.get(ref.service_id)
         access_plan = service.plans.get(ref.session_type) if service is not None else None
         if access_plan is None:
-            revoked.append(ref.session_id)
+            revoked[ref.session_id] = "policy"
             continue
         passing, expired = access_plan.passing(posture, _mfa(state, ref.api_session_id), now,
                                                evaluate_posture=evaluate_posture)
         if expired:
             timed_out.add(ref.api_session_id)
         if not passing:
-            revoked.append(ref.session_id)
+            revoked[ref.session_id] = "mfa_timeout" if expired else "posture"
     if timed_out:
         marked = dict(state.sessions)
         for api_session_id in timed_out:
@@ -283,7 +298,9 @@ def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, 
         t.persist = True
     elif revoked:
         state = replace(state, last_change_at=now)
-    t.revoke.extend(revoked)
+    if revoked:
+        t.revoke.extend(revoked)
+        t.revoke_causes += tuple(revoked.values())
     t.state = state
 
 

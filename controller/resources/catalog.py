@@ -14,6 +14,7 @@ from controller.resources.jwt_signers import EXTERNAL_JWT_SIGNERS
 from controller.resources.posture_checks import POSTURE_CHECK_TYPES, POSTURE_CHECKS
 from controller.resources.router_policies import EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES
 from controller.resources.routers import EDGE_ROUTERS, ROUTERS
+from controller.resources.service_configs import SERVICE_CONFIGS
 from controller.resources.services import SERVICE_POLICIES, SERVICES
 from controller.resources.session_certificates import API_SESSION_CERTIFICATES
 from controller.resources.sessions import API_SESSIONS, AUTH_POLICIES
@@ -45,6 +46,7 @@ RESOURCES: tuple[Resource, ...] = (
     EXTERNAL_JWT_SIGNERS,
     CAS,
     ENROLLMENTS,
+    SERVICE_CONFIGS,
 )
 
 # Kinds kept in storage that are not resources of their own, keyed by identity id: MFA enrolments and the posture

@@ -20,6 +20,8 @@ from controller.resources.fields import (
     object_field,
     string_field,
 )
+from controller.resources.identity_trace import TRACE_FIELD
+from controller.resources.service_configs import CHANGED_AT_FIELD
 from controller.resources.spec import Field, Hooks, Mode, Resource
 from storage.query import FieldType
 
@@ -118,6 +120,8 @@ IDENTITIES = Resource(
             writable=frozenset({Mode.CREATE}), stored=False),
         string_field("disabledAt", writable=frozenset(), default=None, filterable=False),
         string_field("disabledUntil", writable=frozenset(), default=None, filterable=False),
+        TRACE_FIELD,  # PUT /identities/{id}/trace (controller/resources/identity_trace.py)
+        CHANGED_AT_FIELD,  # its service config overrides changed (controller/resources/service_configs.py)
     ),
     role_attributes_path="identity-role-attributes",
     role_filter=True,

@@ -25,10 +25,10 @@ def test_http_quick(tmp_path: Path) -> None:
     path = tmp_path / "http.json"
     assert main(["http", "--quick", "--json", str(path)]) == 0
     result = json.loads(path.read_text())
-    _check_shape(result, "http", {"T1.rps", "T1.p99", "T2.p99", "T2.gc"})
+    _check_shape(result, "http", {"T1.rps", "T1.p99", "T2.p99", "T2.gc", "L.filter"})
     measured = {(r["endpoint"], r["server"]) for r in result["rounds"]}
-    endpoints = {"GET /posture-checks?limit=10", "GET /identities/{id}", "GET /identities?filter (10k)",
-                 "POST /identities"}
+    endpoints = {"GET /posture-checks?limit=10", "GET /identities/{id}", "GET /identities?limit=10",
+                 "GET /identities?filter (10k)", "POST /identities"}
     assert measured == {("hello", "hello"), ("quart", "quart")} | {(e, s) for e in endpoints
                                                                    for s in ("plain", "actors")}
     assert all(r["requests"] > 0 and r["failed"] == 0 for r in result["rounds"])

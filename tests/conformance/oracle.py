@@ -38,14 +38,14 @@ MANAGEMENT_COVERED = frozenset({
     "identities", "identity-types", "services", "service-policies", "posture-checks", "posture-check-types",
     "edge-routers", "routers", "transit-routers", "edge-router-policies", "service-edge-router-policies",
     "terminators", "config-types", "configs", "auth-policies", "external-jwt-signers", "authenticators",
-    "api-sessions", "sessions", "cas", "enrollments",
+    "api-sessions", "sessions", "cas", "enrollments", "database", "controllers",
     "identity-role-attributes", "service-role-attributes", "edge-router-role-attributes",
     "posture-check-role-attributes",
 })
 CLIENT_COVERED = frozenset({
     "", "version", "enumerated-capabilities", "specs", ".well-known", "protocols",
     "authenticate", "current-api-session", "current-identity", "services", "sessions",
-    "posture-response", "posture-response-bulk", "external-jwt-signers", "enroll",
+    "posture-response", "posture-response-bulk", "external-jwt-signers", "enroll", "controllers",
 })
 COVERED = {"management": MANAGEMENT_COVERED, "client": CLIENT_COVERED}
 

@@ -20,27 +20,12 @@ def _group(reason: str, *ops: str) -> dict[str, str]:
 
 # Reference operations not routed yet, "METHOD /path" -> why. Keyed per API.
 NOT_YET: dict[str, dict[str, str]] = {
-    "management": {
-        **_group(
-            "database snapshot and integrity checks (their own issue)",
-            "POST /database/snapshot", "POST /database/check-data-integrity",
-            "POST /database/fix-data-integrity", "GET /database/data-integrity-results"),
-        **_group(
-            "per-identity service config overrides (a later issue)",
-            "GET /identities/{id}/service-configs", "POST /identities/{id}/service-configs",
-            "DELETE /identities/{id}/service-configs"),
-        **_group("data-flow tracing (a later issue)", "PUT /identities/{id}/trace"),
-        **_group("controller clusters: Tollgate runs as a single controller", "GET /controllers"),
-    },
+    "management": {},
     "client": {
         **_group(
             "service writes on the client API: listed by the reference, served by neither OpenZiti nor us; "
             "services are managed on the management API",
             "PUT /services/{id}", "PATCH /services/{id}", "DELETE /services/{id}"),
-        **_group(
-            "a client's view of a service's edge routers and terminators (with router connectivity, a later issue)",
-            "GET /services/{id}/edge-routers", "GET /services/{id}/terminators"),
-        **_group("controller clusters: Tollgate runs as a single controller", "GET /controllers"),
     },
 }
 

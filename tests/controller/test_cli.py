@@ -277,3 +277,30 @@ def test_bad_server_key_or_certificate_validity(argv: list[str], message: str,
         parse_settings(argv, environ={})
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_metrics_address_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_settings(["serve"], environ={})[0].metrics_address is None  # off by default
+    for address in ("127.0.0.1:9464", "0.0.0.0:0", "[::1]:9464", "metrics.internal:65535"):
+        settings, _ = parse_settings(["serve", "--metrics-address", address], environ={})
+        assert settings.metrics_address == address
+    with pytest.raises(SystemExit):
+        parse_settings(["serve", "--help"], environ={})
+    assert "--metrics-address HOST:PORT" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("address", ["9464", ":9464", "::1:9464", "[]:9464", "localhost:", "localhost:http",
+                                     "localhost:70000", "localhost:-1"])
+def test_bad_metrics_address(address: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_settings(["serve", "--metrics-address", address], environ={})
+    assert exited.value.code == 2
+    assert "--metrics-address: must be HOST:PORT" in capsys.readouterr().err
+
+
+async def test_serve_prints_the_metrics_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async def at_once() -> None:
+        """Shut down as soon as serving starts."""
+
+    await serve_controller(make_settings(tmp_path, port=0, metrics_address="127.0.0.1:0"), shutdown_trigger=at_once)
+    assert re.search(r"^Metrics: +http://127\.0\.0\.1:\d+/metrics$", capsys.readouterr().out, re.MULTILINE)

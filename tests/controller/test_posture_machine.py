@@ -12,7 +12,15 @@ import pytest
 from actors.registry import OneShot
 from controller.clock import format_time
 from controller.errors import ApiError
-from controller.posture.machine import MAX_FAILURES, Grant, SessionRef, Transition, step
+from controller.posture.machine import (
+    MAX_API_SESSIONS,
+    MAX_FAILURES,
+    MAX_PROCESSES,
+    Grant,
+    SessionRef,
+    Transition,
+    step,
+)
 from controller.posture.messages import (
     ApiSessionEnded,
     ApiSessionStarted,
@@ -319,6 +327,26 @@ def test_failures_keep_the_last_fifty() -> None:
     assert len(t.state.failures) == MAX_FAILURES
     assert t.state.failures[0]["apiSessionId"] == "s7"
     assert t.state.failures[-1]["apiSessionId"] == f"s{MAX_FAILURES + 6}"
+
+
+def test_the_stored_state_is_bounded_whatever_an_endpoint_reports() -> None:
+    """Made-up check ids, paths and API sessions cannot grow an identity's state past its bounds: the oldest
+    entries go (an API session forgotten loses its MFA pass)."""
+    extra = 40
+    processes = [{"id": f"p{n}", "typeId": "PROCESS", "path": f"/bin/p{n}", "isRunning": True}
+                 for n in range(MAX_PROCESSES + extra)]
+    logins = [MfaPassed(f"s{n}") for n in range(MAX_API_SESSIONS + extra)]
+    t = run(IdentityState("i1"), PostureReported("s0", tuple(processes), None), *logins, now=T0)
+    posture = t.state.posture
+    assert sorted(posture.processes) == sorted(f"p{n}" for n in range(extra, MAX_PROCESSES + extra))
+    assert sorted(posture.process_paths) == sorted(f"/bin/p{n}" for n in range(extra, MAX_PROCESSES + extra))
+    assert list(t.state.sessions) == [f"s{n}" for n in range(extra, MAX_API_SESSIONS + extra)]
+    assert all(s.mfa.passed_mfa_at == T0 for s in t.state.sessions.values())
+    # Whatever the history, the stored form stays within what these bounds allow.
+    requests = [request(f"s{n}", "mac-svc") for n in range(MAX_FAILURES + extra)]
+    full = run(t.state, *requests, now=T0 + 1).state
+    assert len(full.failures) == MAX_FAILURES
+    assert len(encode_state(full)) < 256 * 1024
 
 
 # Reads, barriers, unknown messages and a gone identity -------------------------------------------------------

@@ -1,0 +1,8 @@
+"""The operators' admin CLI (``tollgate login``, ``list``, ``create``...): a Management API client on click and httpx.
+
+``controller.admin.verbs.cli`` is the click group ``controller.cli.main`` hands every verb but ``serve`` to.
+"""
+
+from controller.admin.client import AdminClient, AdminError, ConnectionProblem
+
+__all__ = ["AdminClient", "AdminError", "ConnectionProblem"]
