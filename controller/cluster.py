@@ -13,13 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from controller.clock import format_time
-from controller.errors import ApiError, nested_cause
 from controller.ids import new_id
-from controller.listing import NO_LIMIT, ListParams, compile_query, page_values
+from controller.listing import ListParams, list_values
 from controller.present import link
 from controller.resources.context import WriteContext
 from controller.root import Controller
-from storage.query import FieldType, SortError, Symbol, order_rows, parse_sort
+from storage.query import FieldType, Symbol
 
 __all__ = ["CONTROLLER_DETAIL_SCHEMA", "list_controllers", "record_controller_start"]
 
@@ -83,19 +82,5 @@ def list_controllers(controller: Controller, api: str, params: ListParams) -> tu
     Raises:
         ApiError: 400 for a bad filter, sort or paging parameter, as on every list.
     """
-    query = compile_query(params.filter, _SYMBOLS)
-    limit, offset = page_values(query.limit, query.skip, params)
-    sort = query.sort
-    if not sort and params.sort:
-        try:
-            sort = parse_sort(params.sort, _SYMBOLS)
-        except SortError as exc:
-            raise ApiError("INVALID_SORT_IDENTIFIER", nested_cause(exc.message)) from None
-    matched = [d for d in [_detail(controller, api)] if query.predicate(d)]
-    if sort:
-        matched = [dict(d) for d in order_rows(matched, sort, _SYMBOLS)]
-    page = matched[offset:] if limit == -1 else matched[offset:offset + limit]
-    meta = {"filterableFields": sorted(_SYMBOLS),
-            "pagination": {"limit": NO_LIMIT if limit == -1 else limit, "offset": offset,
-                           "totalCount": len(matched)}}
-    return page, meta
+    page = list_values([_detail(controller, api)], params, _SYMBOLS)
+    return [dict(row) for row in page.rows], page.meta

@@ -79,11 +79,16 @@ class Domain:
 
     # Generic resource operations -----------------------------------------------------------------------------
 
-    def list_page(self, kind: str, params: ListParams,
-             candidates: Iterable[str] | None = None) -> tuple[list[Any], dict[str, Any]]:
+    def list_page(self, kind: str, params: ListParams, candidates: Iterable[str] | None = None,
+                  fields: frozenset[str] | None = None) -> tuple[list[Any], dict[str, Any]]:
+        """A page of ``kind`` and its ``meta``; ``fields``: the only symbols a filter or sort may name (a view
+        that shows only those fields must not let a filter probe the others)."""
         resource = self.registry[kind]
         with self.read() as ctx:
-            page: Page = list_rows(ctx, resource, params, candidates)
+            symbols = ctx.registry.symbols(kind)
+            if fields is not None:
+                symbols = {name: symbol for name, symbol in symbols.items() if name in fields}
+            page: Page = list_rows(ctx, resource, params, candidates, symbols)
             return [present(ctx, resource, row) for row in page.rows], page.meta
 
     def detail(self, kind: str, row_id: str) -> dict[str, Any]:

@@ -30,7 +30,8 @@ from storage.query import (
     stored_fields,
 )
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_UNLIMITED", "ListParams", "Page", "list_rows", "page_values"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_UNLIMITED", "ListParams", "Page", "list_rows", "list_values",
+           "page_values"]
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 500
@@ -87,7 +88,7 @@ def _hinted(ctx: ReadContext, kind: str, hint: IndexHint, unique: set[str],
         return found
     ids = _candidates_from_hint(ctx, kind, hint, unique, only_narrowing)
     found = None if ids is None else (frozenset(ids), sorted(ids))
-    if memo is not None:
+    if memo is not None and _room(memo, 1 + (len(ids) if ids is not None else 0)):
         memo[key] = found
     return found
 
@@ -128,17 +129,11 @@ def page_values(query_limit: int | None, query_skip: int | None, params: ListPar
 
 
 def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
-              candidates: Iterable[str] | None = None) -> Page:
-    """Filter, sort and page the rows of ``resource`` (only ``candidates`` when given)."""
-    symbols = ctx.registry.symbols(resource.kind)
-    query = compile_query(params.filter, symbols)
-    limit, offset = page_values(query.limit, query.skip, params)
-    sort = query.sort
-    if not sort and params.sort:
-        try:
-            sort = parse_sort(params.sort, symbols)
-        except SortError as exc:
-            raise ApiError("INVALID_SORT_IDENTIFIER", nested_cause(exc.message)) from None
+              candidates: Iterable[str] | None = None, symbols: Mapping[str, Symbol] | None = None) -> Page:
+    """Filter, sort and page the rows of ``resource`` (only ``candidates`` when given); ``symbols`` narrows what a
+    filter or sort may name (the kind's whole symbol table by default)."""
+    symbols = ctx.registry.symbols(resource.kind) if symbols is None else symbols
+    query, sort, limit, offset = _parsed(params, symbols)
     ids: set[str] | frozenset[str] | None = set(candidates) if candidates is not None else None
     if params.role_filter:
         require_role_filter_entries(params.role_filter)
@@ -178,11 +173,40 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
         if fields is not None:
             # The filter saw only the fields it reads; the page's rows are read whole.
             window = ctx.txn.get_many(resource.kind, [row["id"] for row in window])
-    meta = {
-        "filterableFields": sorted(symbols),
-        "pagination": {"limit": NO_LIMIT if limit == -1 else limit, "offset": offset, "totalCount": total},
-    }
-    return Page(list(window), meta)
+    return Page(list(window), _meta(symbols, limit, offset, total))
+
+
+def list_values(rows: Sequence[Mapping[str, Any]], params: ListParams, symbols: Mapping[str, Symbol]) -> Page:
+    """Filter, sort and page ``rows`` that are not stored (answers made on the fly) as :func:`list_rows` pages a
+    kind: the same parameters, errors and ``meta``."""
+    query, sort, limit, offset = _parsed(params, symbols)
+    matched = [row for row in rows if query.predicate(row)]
+    ordered: Sequence[Mapping[str, Any]] = order_rows(matched, sort, symbols) if sort else matched
+    window = ordered[offset:] if limit == -1 else ordered[offset:offset + limit]
+    _check_unlimited(None if limit == -1 else limit, len(window))
+    return Page(list(window), _meta(symbols, limit, offset, len(matched)))
+
+
+def _parsed(params: ListParams, symbols: Mapping[str, Symbol]) -> tuple[Query, Sequence[SortKey], int, int]:
+    """The compiled filter, the sort (the filter's own, else ``sort``), and the effective limit and offset.
+
+    Raises:
+        ApiError: INVALID_FILTER, INVALID_SORT_IDENTIFIER or INVALID_PAGINATION.
+    """
+    query = compile_query(params.filter, symbols)
+    limit, offset = page_values(query.limit, query.skip, params)
+    sort: Sequence[SortKey] = query.sort
+    if not sort and params.sort:
+        try:
+            sort = parse_sort(params.sort, symbols)
+        except SortError as exc:
+            raise ApiError("INVALID_SORT_IDENTIFIER", nested_cause(exc.message)) from None
+    return query, sort, limit, offset
+
+
+def _meta(symbols: Mapping[str, Symbol], limit: int, offset: int, total: int) -> dict[str, Any]:
+    return {"filterableFields": sorted(symbols),
+            "pagination": {"limit": NO_LIMIT if limit == -1 else limit, "offset": offset, "totalCount": total}}
 
 
 def _check_unlimited(page_size: int | None, rows: int) -> None:
@@ -216,9 +240,19 @@ def _candidate_rows(ctx: ReadContext, kind: str, ids: set[str] | frozenset[str] 
     return _projected_rows(ctx, kind, ordered, fields)
 
 
-PROJECTED_ROWS_LIMIT = 250_000
-"""The most projected rows kept per kind and field set (:func:`_projected_rows`); past that, rows are decoded per
-request instead of being remembered."""
+REMEMBERED_ROWS_LIMIT = 250_000
+"""The most rows and ids a kind's memo remembers for lists, over every field set and index hint together
+(:func:`_projected_rows`, :func:`_hinted`); past that, lists decode and look up per request."""
+_REMEMBERED = ("remembered rows",)
+
+
+def _room(memo: dict[Any, Any], count: int) -> bool:
+    """Whether the kind's memo may remember ``count`` more rows or ids (and, if so, count them)."""
+    used: int = memo.get(_REMEMBERED, 0)
+    if used + count > REMEMBERED_ROWS_LIMIT:
+        return False
+    memo[_REMEMBERED] = used + count
+    return True
 
 
 def _projected_rows(ctx: ReadContext, kind: str, ordered_ids: list[str] | None,
@@ -237,7 +271,7 @@ def _projected_rows(ctx: ReadContext, kind: str, ordered_ids: list[str] | None,
         every: list[Mapping[str, Any]] | None = memo.get(key)
         if every is None:
             every = list(txn.scan(kind, fields))
-            if len(every) <= PROJECTED_ROWS_LIMIT:
+            if _room(memo, len(every)):
                 memo[key] = every
         return every
     known: dict[str, Mapping[str, Any] | None] = memo.setdefault(("rows", fields), {})
@@ -253,7 +287,7 @@ def _projected_rows(ctx: ReadContext, kind: str, ordered_ids: list[str] | None,
         return rows
     # Some rows were never read: read them, remember them (None for an id that has no row), then answer in order.
     found = {str(row["id"]): row for row in txn.get_many(kind, missing, fields)}
-    if len(known) + len(missing) <= PROJECTED_ROWS_LIMIT:
+    if _room(memo, len(missing)):
         for row_id in missing:
             known[row_id] = found.get(row_id)
     rows = []

@@ -224,4 +224,4 @@ def _written(txn: WriteTxn, kind: str) -> None:
     store, txn_id = txn._store, _raw(txn).id()
     if store.layout(kind).watched:
         store.watched_write(txn_id)
-    store.kind_written(kind, txn_id)
+    store.kind_memos.written(kind, txn_id)

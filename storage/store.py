@@ -26,7 +26,7 @@ from storage.indexes import Index, layout_indexes, open_indexes
 from storage.keys import MAX_KEY_BYTES, check_row_keys, composite_key, is_storable, to_key
 from storage.ownership import StoreInUse, claim, release
 from storage.rows import decode, decode_row, encode, projection
-from storage.shared_memo import SharedMemo
+from storage.shared_memo import KindMemos, SharedMemo
 
 __all__ = ["KindLayout", "ReadTxn", "Reading", "SharedMemo", "Store", "StoreInUse", "UniqueViolation", "WriteTxn"]
 
@@ -100,18 +100,9 @@ class ReadTxn:
         return memo.entries
 
     def kind_memo(self, kind: str) -> dict[Any, Any] | None:
-        """The memo of answers derived from the rows of ``kind`` alone (decoded projections, index lookups) that
-        this snapshot may read and fill, or None when the snapshot predates the kind's last write: a
-        :class:`SharedMemo` per kind, renewed by every write to that kind."""
-        store = self._store
-        memo = store.kind_memos.get(kind)
-        if memo is None:
-            memo = store.kind_memos[kind] = SharedMemo(store.kinds_since)
-        if self._txn.id() < memo.since:
-            return None
-        if len(memo.entries) > SharedMemo.LIMIT:
-            memo.entries = {}
-        return memo.entries
+        """The memo of answers derived from the rows of ``kind`` alone that this snapshot may read and fill, or
+        None when the snapshot predates the kind's last write (:class:`~storage.shared_memo.KindMemos`)."""
+        return self._store.kind_memos.entries(kind, self._txn.id())
 
     def close_cursors(self) -> None:
         """Close the cursors of unfinished scans; called when the transaction ends."""
@@ -270,7 +261,7 @@ class WriteTxn(ReadTxn):
             check_row_keys(layout, row)  # raises, naming the field and the value
         if layout.watched:
             self._store.watched_write(self._txn.id())
-        self._store.kind_written(kind, self._txn.id())
+        self._store.kind_memos.written(kind, self._txn.id())
         if not entries:
             # Nothing to keep in step (the identity actors' state, written on every step): no need to read and
             # decode the row this replaces.
@@ -326,7 +317,7 @@ class WriteTxn(ReadTxn):
         layout = self._store.layout(kind)
         if layout.watched:
             self._store.watched_write(self._txn.id())
-        self._store.kind_written(kind, self._txn.id())
+        self._store.kind_memos.written(kind, self._txn.id())
         self._unindex(layout, old)
         self._txn.delete(to_key(row_id), db=self._store.rows_db(kind))
         return old
@@ -337,7 +328,7 @@ class WriteTxn(ReadTxn):
         Keeps no index in step and does not start a new :class:`SharedMemo`: only for seeding kinds that are not
         watched, where the caller writes every index entry itself. An existing key is kept as it is (``dupdata``:
         an existing pair)."""
-        self._store.every_kind_written(self._txn.id())  # which kind ``db`` belongs to is not known here
+        self._store.kind_memos.all_written(self._txn.id())  # which kind ``db`` belongs to is not known here
         with self._txn.cursor(db=db) as cursor:
             _consumed, added = cursor.putmulti(items, dupdata=dupdata, overwrite=dupdata)
         return int(added)
@@ -408,9 +399,7 @@ class Store:
             release(self._owner)
             raise
         self.memo = SharedMemo(0)
-        # Per kind, see ReadTxn.kind_memo; a kind's memo is made on first use, valid from ``kinds_since`` on.
-        self.kind_memos: dict[str, SharedMemo] = {}
-        self.kinds_since = 0
+        self.kind_memos = KindMemos()  # see ReadTxn.kind_memo
         self.writes_held = False  # see held_writes
 
     @contextmanager
@@ -439,18 +428,6 @@ class Store:
         if self.memo.since != txn_id:
             self.memo = SharedMemo(txn_id)
 
-    def kind_written(self, kind: str, txn_id: int) -> None:
-        """A write transaction (``txn_id``) writes a row of ``kind``: as :meth:`watched_write`, for that kind's
-        memo alone."""
-        memo = self.kind_memos.get(kind)
-        if memo is None or memo.since != txn_id:
-            self.kind_memos[kind] = SharedMemo(txn_id)
-
-    def every_kind_written(self, txn_id: int) -> None:
-        """A write transaction (``txn_id``) writes rows of kinds it does not name: every kind's memo is renewed."""
-        self.kind_memos = {}
-        self.kinds_since = txn_id
-
     def write_ended(self) -> None:
         """The writer's transaction committed or aborted. If what touched a watched kind never committed (rolled
         back, or the batch failed), the new memo still describes the last committed data: let snapshots of it
@@ -458,11 +435,7 @@ class Store:
         last = int(self.env.info()["last_txnid"])
         if self.memo.since > last:
             self.memo.since = last
-        if self.kinds_since > last:
-            self.kinds_since = last
-        for memo in self.kind_memos.values():
-            if memo.since > last:
-                memo.since = last
+        self.kind_memos.ended(last)
 
     def layout(self, kind: str) -> KindLayout:
         return self._layouts[kind]

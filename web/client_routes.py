@@ -16,13 +16,11 @@ from controller.client_services import (
     SERVICE_EDGE_ROUTERS_SCHEMA,
     client_service_edge_routers,
     client_service_terminators,
+    client_services,
+    service_updates_at,
 )
-from controller.clock import format_time
 from controller.errors import ApiError, field_cause, nested_cause, not_found
-from controller.posture.access import service_permissions_map
-from controller.posture.queries import posture_queries
 from controller.present import present
-from controller.resources.service_configs import apply_service_configs, service_configs_changed_at, wanted_config_types
 from controller.root import Controller
 from controller.validation import SchemaCheck
 from controller.write_path import check_storable
@@ -116,31 +114,8 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     async def services_view(service_id: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         session = current_session()
         state = await engine.state(session.identity_id)
-        with domain.read() as ctx:
-            identity = ctx.txn.get("identities", session.identity_id)
-            if identity is None:
-                raise ApiError("UNAUTHORIZED")
-            permitted = service_permissions_map(ctx, identity)
-            # Admins see every service (as Invalid where no policy grants it), others only what policies grant.
-            visible = set(ctx.txn.ids("services")) if identity.get("isAdmin") else set(permitted)
-        if service_id is not None:
-            if service_id not in visible:
-                raise not_found("service", service_id)
-            visible = {service_id}
-        items, meta = domain.list_page("services", list_params(True), visible)
-        now = controller.clock.now()
-        with domain.read() as ctx:
-            for item in items:
-                perms = permitted.get(item["id"], set())
-                granted: list[str] = [t for t in ("Dial", "Bind") if t in perms]
-                item["permissions"] = granted or ["Invalid"]
-                item["postureQueries"] = posture_queries(ctx, identity, item, state, session.id, now)
-            # The config data of the types the API session asked for at login, or the request names.
-            api_session = ctx.txn.get("api-sessions", session.id) or {}
-            wanted = wanted_config_types(ctx.txn, api_session.get("configTypes") or [],
-                                         request.args.getlist("configTypes"))
-            apply_service_configs(ctx, session.identity_id, items, wanted)
-        return items, meta
+        return client_services(domain, state, session.id, service_id, list_params(True),
+                               request.args.getlist("configTypes"), controller.clock.now())
 
     async def list_services() -> Response:
         items, meta = await services_view(None)
@@ -234,12 +209,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     async def service_updates() -> Response:
         session = current_session()
         state = await engine.state(session.identity_id)
-        with domain.read() as ctx:
-            row = ctx.txn.get("api-sessions", session.id)
-            overrides_changed = service_configs_changed_at(ctx, session.identity_id)
-        created_at = row["createdAt"] if row else format_time(controller.clock.now())
-        last = format_time(state.last_change_at) if state.last_change_at is not None else created_at
-        return ok({"lastChangeAt": max(last, created_at, overrides_changed or created_at)})
+        return ok({"lastChangeAt": service_updates_at(domain, state, session.id, controller.clock.now())})
 
     async def service_edge_routers(id: str) -> Response:
         return ok(client_service_edge_routers(domain, current_session().identity_id, id))

@@ -11,6 +11,7 @@ status is the error's (see :mod:`controller.admin.exits`).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import IO
@@ -116,7 +117,10 @@ def export_command(state: State, target: Path | None) -> None:
         click.echo(text, nl=False)
         return
     try:
-        target.write_text(text, encoding="utf-8")
+        # 0600, as --jwt-out: config data and appData may hold what only operators should read.
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            stream.write(text)
     except OSError as exc:
         raise _usage(f"cannot write {target}: {exc.strerror}") from None
 

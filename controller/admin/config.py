@@ -8,8 +8,10 @@ one, never half of one). A controller's CA bundle, fetched and confirmed at the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -130,12 +132,17 @@ class Config:
         controllers = {name: {key: value for key, value in asdict(profile).items() if key != "name" and value}
                        for name, profile in sorted(self.profiles.items())}
         text = yaml.safe_dump({"default": self.default, "controllers": controllers}, sort_keys=False)
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-            os.fchmod(stream.fileno(), _FILE_MODE)  # an older temporary file may have kept another mode
-            stream.write(text)
-        os.replace(temporary, self.path)
+        # A new file of a name nobody can have planted (mkstemp: O_EXCL, mode 0600), renamed over the old one.
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+                os.fchmod(stream.fileno(), _FILE_MODE)
+                stream.write(text)
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
 
     def profile(self, name: str | None) -> Profile:
         """The profile called ``name``, or the default one when ``name`` is None.

@@ -79,7 +79,7 @@ def _roles(name: str, wire: str, kind: str) -> Flag:
 
 
 def _semantic() -> Flag:
-    return Flag("semantic", "semantic", "how the roles combine: AnyOf or AllOf (AnyOf)", kind=_SEMANTIC)
+    return Flag("semantic", "semantic", "how the roles combine: AllOf or AnyOf (AllOf)", kind=_SEMANTIC)
 
 
 def _variant(names: str, flag: Flag) -> Flag:
@@ -87,7 +87,7 @@ def _variant(names: str, flag: Flag) -> Flag:
                 flag.multiple, frozenset(names.split(",")))
 
 
-_POLICY_DEFAULTS = MappingProxyType({"semantic": "AnyOf"})
+_POLICY_DEFAULTS = MappingProxyType({"semantic": "AllOf"})
 
 _IDENTITIES = Kind(
     "identities", "identity",

@@ -86,6 +86,7 @@ def _candidate_ca(config: Config, name: str, url: str, given: Path | None, *, as
 
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 @click.command()
@@ -98,9 +99,11 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--ca", type=_FILE, help="trust this CA bundle (PEM) instead of fetching the controller's")
 @click.option("--yes", "assume_yes", is_flag=True, help="accept the fetched CA bundle without asking")
 @click.option("--default", "make_default", is_flag=True, help="make this the default controller")
+@click.option("--insecure-http", is_flag=True,
+              help="allow a plain http:// URL to a host other than this one (credentials travel in clear text)")
 @pass_state
 def login(state: State, url: str, name: str | None, username: str | None, password: str | None, cert: Path | None,
-          key: Path | None, ca: Path | None, assume_yes: bool, make_default: bool) -> None:
+          key: Path | None, ca: Path | None, assume_yes: bool, make_default: bool, insecure_http: bool) -> None:
     """Log in to the controller at URL (https://HOST:PORT) and keep the session.
 
     The session token goes into the configuration file ($TOLLGATE_CONFIG or ~/.config/tollgate/cli.yaml, mode
@@ -112,8 +115,13 @@ def login(state: State, url: str, name: str | None, username: str | None, passwo
     if cert is not None and (username or password):
         raise click.UsageError("log in with a password or with a certificate, not both")
     root = controller_root(url)
-    if urlsplit(root).scheme not in ("http", "https") or not urlsplit(root).netloc:
+    parts = urlsplit(root)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
         raise click.BadParameter("expected https://HOST:PORT", param_hint="URL")
+    if parts.scheme == "http" and not insecure_http and parts.hostname not in _LOOPBACK:
+        # The password and then the session token would cross the network unencrypted.
+        raise click.BadParameter("plain http is only for this host (localhost); use https, or --insecure-http",
+                                 param_hint="URL")
     config = Config.load(config_path())
     profile_name = name or state.controller or DEFAULT_PROFILE
     if not PROFILE_NAME.fullmatch(profile_name):

@@ -23,6 +23,7 @@ how late its revocations became durable.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -204,8 +205,10 @@ class IdentityBehavior:
     def load(self, key: str) -> LiveIdentity:
         with self.domain.store.read() as txn:
             state = decode_state(key, txn.get_raw(STATE_KIND, key))
-            refs = tuple(SessionRef(str(row["id"]), str(row["apiSessionId"]), str(row["serviceId"]),
-                                    str(row["type"]))
+            # Service ids and types interned: many identities' sessions name the same ones, and parked actors
+            # keep their sessions in memory.
+            refs = tuple(SessionRef(str(row["id"]), str(row["apiSessionId"]), sys.intern(str(row["serviceId"])),
+                                    sys.intern(str(row["type"])))
                          for row in txn.get_many(SESSIONS, txn.ids_by_ref(SESSIONS, "identityId", key)))
         return LiveIdentity(state, refs)
 

@@ -7,6 +7,7 @@ encoding and decoding run in msgspec's C code, with no dict built on the way. Ro
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,13 +49,26 @@ def encode_state(state: IdentityState) -> bytes:
     return _encoder.encode(state)
 
 
+_NO_POSTURE = PostureData()
+
+
 def decode_state(identity_id: str, data: bytes | None) -> IdentityState:
     """The state stored as ``data``; a fresh state when there is none."""
     if data is None:
-        return IdentityState(identity_id)
+        return IdentityState(identity_id, _NO_POSTURE)
     if data[0] in _ARRAY_STARTS:
-        return _decoder.decode(data)
-    return _legacy(identity_id, _legacy_decoder.decode(data))
+        return _shared(identity_id, _decoder.decode(data))
+    return _shared(identity_id, _legacy(identity_id, _legacy_decoder.decode(data)))
+
+
+def _shared(identity_id: str, state: IdentityState) -> IdentityState:
+    """``state`` holding what it can share instead of copies of its own: ``identity_id`` (the caller's, the actor's
+    key), one empty posture for all, and its access digest interned (identities that the same policies select have
+    the same one). A parked actor keeps its state in memory, so these copies would be much of what it costs."""
+    posture = _NO_POSTURE if state.posture == _NO_POSTURE else state.posture
+    digest = state.access_digest
+    return msgspec.structs.replace(state, identity_id=identity_id, posture=posture,
+                                   access_digest=sys.intern(digest) if digest is not None else None)
 
 
 def _process(data: Mapping[str, Any]) -> ProcessRecord:

@@ -36,8 +36,9 @@ CHANNELS = ("selectPath", "establishPath")
 
 TRACE_SPEC_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"enabled": {"type": "boolean"}, "duration": {"type": "string"}, "traceId": {"type": "string"},
-                   "channels": {"type": "array", "items": {"type": "string"}}},
+    "properties": {"enabled": {"type": "boolean"}, "duration": {"type": "string", "maxLength": 64},
+                   "traceId": {"type": "string", "maxLength": 128},
+                   "channels": {"type": "array", "maxItems": 16, "items": {"type": "string", "maxLength": 64}}},
 }
 """The body of ``PUT /identities/{id}/trace``."""
 
@@ -57,7 +58,9 @@ _SPEC_CHECK = SchemaCheck.of(TRACE_SPEC_SCHEMA)
 _MAX_NANOSECONDS = 2**63 - 1  # Go's time.Duration
 _UNIT_NANOSECONDS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6, "s": 10**9,
                      "m": 60 * 10**9, "h": 3600 * 10**9}
-_TERM = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+# Each digit can belong to one part of a number only (no two quantifiers competing for the same digits), so a long
+# run of digits fails in linear time.
+_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
 _DURATION = re.compile(rf"(?:{_TERM.pattern})+")
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from controller.resources.context import WriteContext
 from controller.write_path import create_row
 
-__all__ = ["SEEDED_CONFIG_TYPES", "seed_config_types"]
+__all__ = ["SEEDED_CONFIG_TYPES", "SEEDED_META", "seed_config_types"]
 
 _DRAFT = "http://json-schema.org/draft-07/schema#"
 _PROTOCOL: dict[str, Any] = {"type": "string", "enum": ["tcp", "udp"]}
@@ -150,20 +150,32 @@ SEEDED_CONFIG_TYPES: tuple[Mapping[str, Any], ...] = (
 """The seeded types: the reference controller's id, the name endpoints look for, and our schema of its data."""
 
 
+SEEDED_META = "seededConfigTypes"
+"""Store meta: the ids of the seeded config types already offered to this data directory."""
+
+
 def seed_config_types(ctx: WriteContext) -> list[str]:
     """Create each seeded config type that is missing, through the write path (its schema is checked like any
     client's); returns the ids created.
 
     A type is left alone when a row has its id or its name: a data directory whose operator made an ``intercept.v1``
-    of their own keeps it, and a restart creates nothing. Runs in the writer's transaction (bootstrap's seed).
+    of their own keeps it, and a restart creates nothing. Each type is offered once per data directory (the meta
+    key :data:`SEEDED_META` remembers which): one the operator deleted stays deleted. Runs in the writer's
+    transaction (bootstrap's seed).
     """
     resource = ctx.registry["config-types"]
+    offered = set(ctx.txn.meta(SEEDED_META) or ())
     created = []
     for seeded in SEEDED_CONFIG_TYPES:
+        if seeded["id"] in offered:
+            continue
+        offered.add(str(seeded["id"]))
         if ctx.txn.exists(resource.kind, seeded["id"]) or ctx.txn.by_unique(resource.kind, "name", seeded["name"]):
             continue
         # A copy: the stored row and the change record must not share the module's schema objects.
         body = {"name": seeded["name"], "schema": copy.deepcopy(dict(seeded["schema"]))}
         create_row(ctx, resource, body, None, row_id=seeded["id"])
         created.append(str(seeded["id"]))
+    if offered != set(ctx.txn.meta(SEEDED_META) or ()):
+        ctx.txn.set_meta(SEEDED_META, sorted(offered))
     return created

@@ -104,8 +104,9 @@ def test_policies_resolve_at_names_to_ids(logged_in: Cli) -> None:
     policy = _show(logged_in, "service-policies", policy_id)
     assert (policy["type"], policy["semantic"], sorted(policy["identityRoles"]), policy["serviceRoles"],
             policy["postureCheckRoles"]) == ("Dial", "AllOf", ["#staff", f"@{alice}"], [f"@{service}"], [f"@{check}"])
+    # As OpenZiti's own CLI: a policy without --semantic needs all of its roles (the narrower reading).
     assert _show(logged_in, "service-policy", _created(logged_in, "service-policy", "bind-p", "--type", "Bind"))[
-        "semantic"] == "AnyOf"
+        "semantic"] == "AllOf"
     logged_in.ok("update", "service-policy", "dial-p", "--type", "Bind", "--identity-roles", "#all")
     policy = _show(logged_in, "service-policies", policy_id)
     assert (policy["type"], policy["identityRoles"], policy["serviceRoles"]) == ("Bind", ["#all"], [f"@{service}"])

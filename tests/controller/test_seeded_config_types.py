@@ -44,6 +44,14 @@ async def test_seeded_once_and_left_alone(tmp_path: Path) -> None:
         name: first[name] for name in NAMES if name != "intercept.v1"}
 
 
+async def test_a_seeded_type_the_operator_deleted_stays_deleted(tmp_path: Path) -> None:
+    async with running(tmp_path) as controller:
+        await controller.domain.delete("config-types", NAMES["host.v1"])
+    async with running(tmp_path) as controller:
+        again = config_types(controller)
+    assert "host.v1" not in again and len(again) == len(NAMES) - 1
+
+
 INTERCEPT_OK = {"protocols": ["tcp", "udp"], "addresses": ["*.example.ziti", "10.0.0.0/24", "app.ziti"],
                 "portRanges": [{"low": 80, "high": 443}], "dialOptions": {"identity": "$dst_ip",
                                                                           "connectTimeoutSeconds": 10}}

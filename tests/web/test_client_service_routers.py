@@ -66,6 +66,11 @@ async def test_terminators_of_an_accessible_service(admin: Api) -> None:
     assert shape_problems(oracle.require("client"), envelope, reply.body, "") == []
     rest = await client.get(f"/services/{ids['service']}/terminators", query={"filter": 'identity = "host1"'})
     assert [t["id"] for t in rest.data] == [ids["terminator1"]]
+    # What the answer leaves out cannot be probed with a filter or a sort either.
+    assert "address" not in rest.body["meta"]["filterableFields"]
+    for query in ({"filter": 'address contains "tcp"'}, {"sort": "cost"}):
+        probe = await client.get(f"/services/{ids['service']}/terminators", query=query)
+        assert probe.status == 400 and probe.error["code"] in ("INVALID_FILTER", "INVALID_SORT_IDENTIFIER"), query
 
 
 async def test_a_service_the_identity_cannot_see_is_not_found(admin: Api) -> None:
