@@ -1,6 +1,6 @@
 """The operators' admin CLI (``tollgate login``, ``list``, ``create``...): a Management API client on click and httpx.
 
-``controller.admin.verbs.cli`` is the click group ``controller.cli.main`` hands every verb but ``serve`` to.
+``controller.admin.verbs.cli`` is the click group ``controller.cli.main`` runs: ``serve`` and every admin verb.
 """
 
 from controller.admin.client import AdminClient, AdminError, ConnectionProblem

@@ -1,4 +1,4 @@
-"""The ``tollgate`` click group: every verb but ``serve`` (which ``controller.cli.main`` runs itself) is here.
+"""The ``tollgate`` click group: ``serve`` (``controller/cli.py``) and every admin verb.
 
 ``cli`` is the group. Reads: ``list``, ``show``; writes: ``create``, ``update``, ``delete``, ``apply``; views:
 ``policy-advice``, ``posture``; sessions: ``login``, ``logout``, ``controllers``, ``use``; upkeep: ``db``, ``export``.
@@ -19,6 +19,7 @@ from controller.admin.kinds import KINDS, Kind, find_kind
 from controller.admin.login import controllers, login, logout, use
 from controller.admin.views import policy_advice, posture
 from controller.admin.writes import create, update
+from controller.cli import serve
 
 __all__ = ["KindType", "cli"]
 
@@ -119,13 +120,7 @@ def delete(state: State, kind: Kind, targets: tuple[str, ...]) -> None:
         click.echo(f"deleted {kind.singular} {row_id}")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True}, add_help_option=False)
-@click.pass_context
-def serve(ctx: click.Context) -> None:
-    """Run the controller (tollgate serve --help for its options)."""
-    from controller.cli import main
-
-    ctx.exit(main(["serve", *ctx.args]))
+cli.add_command(serve)
 
 
 for _command in (login, logout, controllers, use, create, update, policy_advice, posture, db, apply_command,

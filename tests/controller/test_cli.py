@@ -262,7 +262,7 @@ def test_server_key_and_certificate_validity_flags(capsys: pytest.CaptureFixture
         parse_settings(["serve", "--help"], environ={})
     assert exited.value.code == 0
     usage = capsys.readouterr().out
-    assert "--server-key {rsa,ec}" in usage and "--cert-validity-days" in usage
+    assert "--server-key [rsa|ec]" in usage and "--cert-validity-days" in usage
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -295,7 +295,7 @@ def test_bad_metrics_address(address: str, capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit) as exited:
         parse_settings(["serve", "--metrics-address", address], environ={})
     assert exited.value.code == 2
-    assert "--metrics-address: must be HOST:PORT" in capsys.readouterr().err
+    assert "'--metrics-address': must be HOST:PORT" in capsys.readouterr().err
 
 
 async def test_serve_prints_the_metrics_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
