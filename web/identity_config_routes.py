@@ -39,7 +39,8 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         return empty()
 
     async def remove(id: str) -> Response:
-        await remove_service_configs(domain, id, await read_json("serviceConfigIdPairs"))
+        # No body removes every override; a body must be the list of pairs (JSON null is not one).
+        await remove_service_configs(domain, id, await read_json("serviceConfigIdPairs", absent=[]))
         return empty()
 
     async def trace(id: str) -> Response:

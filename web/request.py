@@ -15,11 +15,12 @@ __all__ = ["list_params", "read_json"]
 _decoder = msgspec.json.Decoder()
 
 
-async def read_json(name: str = "") -> Any:
-    """The decoded JSON body of the current request; None when there is none.
+async def read_json(name: str = "", *, absent: Any = None) -> Any:
+    """The decoded JSON body of the current request; ``absent`` when there is none (a JSON ``null`` is None).
 
     Args:
         name: the body parameter's name (``identity``), used in the parse error's message as the reference does.
+        absent: what a request without a body reads as.
 
     Raises:
         ApiError: 400 COULD_NOT_VALIDATE for a body that is not JSON by its content type, 400 COULD_NOT_PARSE_BODY
@@ -27,7 +28,7 @@ async def read_json(name: str = "") -> Any:
     """
     raw = await request.get_data(cache=False)
     if not raw or not raw.strip():
-        return None
+        return absent
     content_type = request.headers.get("Content-Type", "")
     if content_type and "json" not in content_type and "text/plain" not in content_type:
         raise ApiError("COULD_NOT_VALIDATE", field_cause("Content-Type", "unsupported content type, use "

@@ -176,12 +176,14 @@ async def assign_service_configs(domain: Domain, identity_id: str, body: Any) ->
 
 async def remove_service_configs(domain: Domain, identity_id: str, body: Any) -> None:
     """``DELETE /identities/{id}/service-configs``: remove the identity's overrides matching the listed (service,
-    config) pairs, or all of them when the body is absent or an empty list. Pairs that match nothing are ignored.
+    config) pairs, or all of them for an empty list (what a request without a body reads as). Pairs that match
+    nothing are ignored.
 
     Raises:
-        ApiError: 400 COULD_NOT_VALIDATE for a malformed body; 404 NOT_FOUND for an unknown identity.
+        ApiError: 400 COULD_NOT_VALIDATE for a malformed body (None, a JSON null, included); 404 NOT_FOUND for an
+            unknown identity.
     """
-    pairs = _pairs(body, "serviceConfigIdPairs", required=False)
+    pairs = _pairs(body, "serviceConfigIdPairs", required=True)
     await domain.write(lambda ctx: _remove(ctx, identity_id, pairs))
 
 

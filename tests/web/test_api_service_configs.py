@@ -143,6 +143,9 @@ async def test_refusals_change_nothing(admin: Api) -> None:
         assert (reply.status, reply.error["cause"]["field"], reply.error["cause"]["reason"]) == (400, field, reason)
     reply = await admin.delete(path(ids), json={"serviceId": ids["service"]})
     assert (reply.status, reply.error["cause"]["field"]) == (400, "serviceConfigIdPairs")
+    # A JSON null is a body, and not a list of pairs: it removes nothing (only no body at all means every one).
+    reply = await admin.delete(path(ids), raw=b"null", headers={"Content-Type": "application/json"})
+    assert (reply.status, reply.error["cause"]["field"]) == (400, "serviceConfigIdPairs")
     assert await overrides(admin, ids) == before
 
 
