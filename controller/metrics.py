@@ -10,9 +10,9 @@ histogram) is read by :class:`_ControllerCollector` at scrape time: no gauge is 
 polls.
 
 Each controller gets its own :class:`prometheus_client.CollectorRegistry` (never the process-wide default one: a test
-process runs many controllers). :func:`attach_metrics` builds it and hangs it on the controller (``controller.extras``)
+process runs many controllers). :func:`attach_metrics` builds it and hangs it on the controller (``controller.metrics``)
 where the request layer and the login paths find it with :func:`metrics_of`; a controller without metrics (no
-``--metrics-address``) pays one failed dictionary lookup per login failure and nothing per request.
+``--metrics-address``) pays one attribute read per login failure and nothing per request.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ UNMATCHED_ROUTE = "unmatched"
 LOGIN_METHODS = frozenset({"password", "cert", "ext-jwt", "mfa"})
 """The ``method`` label values of login failures; any other method a client names is counted as ``other``."""
 
-_EXTRAS_KEY = "metrics"
 _HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # From a fraction of a millisecond (a read served from memory) to the request timeouts.
 _REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -109,14 +108,13 @@ def attach_metrics(controller: Controller) -> Metrics:
     :func:`metrics_of` returns. Call once, before the application is built (it looks them up then)."""
     metrics = Metrics(controller)
     controller.writer.observe_batch = metrics.batch_committed
-    controller.extras[_EXTRAS_KEY] = metrics
+    controller.metrics = metrics
     return metrics
 
 
 def metrics_of(controller: Controller) -> Metrics | None:
     """The metrics :func:`attach_metrics` gave ``controller``; None when it has none."""
-    metrics = controller.extras.get(_EXTRAS_KEY)
-    return metrics if isinstance(metrics, Metrics) else None
+    return controller.metrics
 
 
 def note_login_failure(controller: Controller, method: str, code: str) -> None:

@@ -6,7 +6,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.authentication import (
     API_SESSIONS,
@@ -33,6 +33,9 @@ from controller.resources.context import Change, Environment
 from controller.settings import Settings
 from controller.writer import Writer
 from storage.store import Store
+
+if TYPE_CHECKING:
+    from controller.metrics import Metrics
 
 __all__ = ["VERSION", "Controller"]
 
@@ -61,7 +64,7 @@ class Controller:
     jwks: JwksCache = field(init=False)
     database: DatabaseOperations = field(init=False)
     instance_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    extras: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics | None = None  # see controller.metrics.attach_metrics
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock | None = None) -> Controller:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import h11
 import msgspec
 import pyotp
 import trio
+from trio.testing import MockClock
 
 from controller.authentication import ensure_pki
 from controller.bootstrap import bootstrap
@@ -22,7 +24,8 @@ from controller.root import Controller
 from controller.settings import Settings
 
 __all__ = ["ADMIN_PASSWORD", "ADMIN_USERNAME", "CLIENT", "MGMT", "TOTP_STEP_SECONDS", "Api", "Reply", "make_settings",
-           "make_user", "next_totp", "read_http_response", "running", "seed_pki", "start_controller", "totp"]
+           "make_user", "next_totp", "read_http_response", "running", "seed_pki", "serving", "start_controller", "totp",
+           "virtual_time_stands_still"]
 
 ADMIN_USERNAME = "admin"
 ADMIN_PASSWORD = "admin-password"
@@ -201,6 +204,38 @@ async def running(data_dir: Path, clock: Clock | None = None, **overrides: Any) 
         finally:
             nursery.cancel_scope.cancel()
     controller.close()
+
+
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[tuple[Controller, list[str]]]:
+    """Run ``serve_controller`` with ``settings`` (as ``tollgate serve`` does: sockets, TLS, every service) until the
+    block ends, then shut it down as on SIGTERM; yields the controller and its bound base URLs."""
+    from controller.main import serve_controller
+
+    stop, ready = trio.Event(), trio.Event()
+    found: list[tuple[Controller, list[str]]] = []
+
+    def on_ready(controller: Controller, urls: list[str]) -> None:
+        found.append((controller, urls))
+        ready.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: serve_controller(settings, on_ready=on_ready, shutdown_trigger=stop.wait))
+        await ready.wait()
+        try:
+            yield found[0]
+        finally:
+            stop.set()
+
+
+@contextmanager
+def virtual_time_stands_still(clock: MockClock) -> Iterator[None]:
+    """No autojump while real sockets talk: a server timeout must not fire in a jump while bytes are in flight."""
+    clock.autojump_threshold = math.inf
+    try:
+        yield
+    finally:
+        clock.autojump_threshold = 0
 
 
 async def read_http_response(stream: trio.abc.ReceiveStream, connection: h11.Connection) -> tuple[int, bytes]:

@@ -41,13 +41,14 @@ are the same when their canonical forms are equal.
 from __future__ import annotations
 
 import copy
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
 
+from controller.admin import model_values as values
+from controller.admin.model_values import Check, ModelError
 from controller.errors import FieldError
 from controller.posture.normalize import CHECK_TYPES, normalize_check
 
@@ -69,10 +70,6 @@ Model = dict[str, dict[str, Entity]]
 RefStyle = Literal["name", "names", "roles", "keys"]
 
 
-class ModelError(Exception):
-    """A model file (or a plan made from one) cannot be applied; the message is one line naming where and why."""
-
-
 class _Required:
     """The default of a field the file must give."""
 
@@ -81,7 +78,6 @@ class _Required:
 
 
 REQUIRED: Any = _Required()
-Check = Callable[[Any, str], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,135 +128,34 @@ class KindSpec:
         return next(f for f in self.fields if f.name == name)
 
 
-def _fail(where: str, reason: str) -> ModelError:
-    return ModelError(f"{where}: {reason}")
-
-
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise _fail(where, "must be a string")
-    return value
-
-
-def _optional_string(value: Any, where: str) -> str | None:
-    return _string(value, where) or None
-
-
-def _name(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise _fail(where, "must be a non-empty string")
-    return value
-
-
-def _bool(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise _fail(where, "must be true or false")
-    return value
-
-
-def _integer(minimum: int, maximum: int) -> Check:
-    def check(value: Any, where: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            raise _fail(where, f"must be a whole number from {minimum} to {maximum}")
-        return value
-    return check
-
-
-def _choice(*allowed: str) -> Check:
-    def check(value: Any, where: str) -> str:
-        if value not in allowed:
-            raise _fail(where, "must be one of " + ", ".join(allowed))
-        return str(value)
-    return check
-
-
-def _name_set(value: Any, where: str) -> list[str]:
-    if not isinstance(value, list):
-        raise _fail(where, "must be a list of names")
-    return sorted({_name(item, f"{where}[{i}]") for i, item in enumerate(value)})
-
-
-def _roles(value: Any, where: str) -> list[str]:
-    entries = _name_set(value, where)
-    bad = [entry for entry in entries if len(entry) < 2 or entry[0] not in "#@"]
-    if bad:
-        raise _fail(where, f"{bad[0]!r} is neither #attribute nor @name")
-    if "#all" in entries and len(entries) > 1:
-        raise _fail(where, "#all must be the only entry")
-    return entries
-
-
-def _json_value(value: Any, where: str) -> Any:
-    """``value`` if it is JSON (YAML also reads dates, sets and non-string keys, which the API cannot take)."""
-    if value is None or isinstance(value, str | bool | int):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _fail(where, "must be a finite number")
-        return value
-    if isinstance(value, list):
-        return [_json_value(item, f"{where}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, dict):
-        for key in value:
-            if not isinstance(key, str):
-                raise _fail(where, f"key {key!r} must be a string (quote it)")
-        return {key: _json_value(item, f"{where}.{key}") for key, item in value.items()}
-    raise _fail(where, f"{type(value).__name__} is not a JSON value (quote it)")
-
-
-def _mapping(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _fail(where, "must be a mapping")
-    checked: dict[str, Any] = _json_value(value, where)
-    return checked
-
-
-def _map_of(check: Check) -> Check:
-    def check_map(value: Any, where: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise _fail(where, "must be a mapping of service names")
-        return {_name(key, where): check(item, f"{where}.{key}") for key, item in value.items()}
-    return check_map
-
-
-def _enroll(value: Any, where: str) -> str:
-    if value != "ott":
-        raise _fail(where, "must be ott (a one-time-token enrollment)")
-    return "ott"
-
-
-def _passed(value: Any, where: str) -> Any:
-    """Posture-check fields are checked together by :func:`normalize_check` once the entity is read."""
-    return _json_value(value, where)
-
-
-_SEMANTIC = _choice("AllOf", "AnyOf")
-_PRECEDENCE = _choice("default", "required", "failed")
-_COST = _integer(0, 65535)
-_NAME = FieldSpec("name", _name)
-_TAGS = FieldSpec("tags", _mapping, {})
-_ATTRIBUTES = FieldSpec("roleAttributes", _name_set, [])
+_SEMANTIC = values.choice("AllOf", "AnyOf")
+_PRECEDENCE = values.choice("default", "required", "failed")
+_COST = values.integer(0, 65535)
+_NAME = FieldSpec("name", values.entity_name)
+_TAGS = FieldSpec("tags", values.mapping, {})
+_ATTRIBUTES = FieldSpec("roleAttributes", values.name_set, [])
 
 
 def _role_list(name: str, target: str) -> FieldSpec:
-    return FieldSpec(name, _roles, [], ref=target, ref_style="roles")
+    return FieldSpec(name, values.roles, [], ref=target, ref_style="roles")
 
 
 def _posture(name: str, variant: str, default: Any = REQUIRED) -> FieldSpec:
-    return FieldSpec(name, _passed, default, variant=variant)
+    return FieldSpec(name, values.passed, default, variant=variant)
 
 
 KINDS: dict[str, KindSpec] = {spec.kind: spec for spec in (
-    KindSpec("config-types", (_NAME, FieldSpec("schema", _mapping, {}), _TAGS)),
+    KindSpec("config-types", (_NAME, FieldSpec("schema", values.mapping, {}), _TAGS)),
     KindSpec("configs", (
         _NAME,
-        FieldSpec("configType", _name, wire="configTypeId", ref="config-types", ref_style="name", create_only=True),
-        FieldSpec("data", _mapping),
+        FieldSpec("configType", values.entity_name,
+                  wire="configTypeId", ref="config-types", ref_style="name", create_only=True),
+        FieldSpec("data", values.mapping),
         _TAGS,
     )),
     KindSpec("posture-checks", (
         _NAME,
-        FieldSpec("typeId", _choice(*CHECK_TYPES), create_only=True),
+        FieldSpec("typeId", values.choice(*CHECK_TYPES), create_only=True),
         _ATTRIBUTES,
         _posture("operatingSystems", "OS"),
         _posture("macAddresses", "MAC"),
@@ -276,31 +171,32 @@ KINDS: dict[str, KindSpec] = {spec.kind: spec for spec in (
     )),
     KindSpec("services", (
         _NAME,
-        FieldSpec("encryptionRequired", _bool, True, create_only=True),
-        FieldSpec("maxIdleTimeMillis", _integer(0, 2**63 - 1), 0),
-        FieldSpec("terminatorStrategy", _string, "smartrouting"),
+        FieldSpec("encryptionRequired", values.boolean, True, create_only=True),
+        FieldSpec("maxIdleTimeMillis", values.integer(0, 2**63 - 1), 0),
+        FieldSpec("terminatorStrategy", values.string, "smartrouting"),
         _ATTRIBUTES,
-        FieldSpec("configs", _name_set, [], ref="configs", ref_style="names"),
+        FieldSpec("configs", values.name_set, [], ref="configs", ref_style="names"),
         _TAGS,
     )),
     KindSpec("identities", (
         _NAME,
-        FieldSpec("type", _choice("User", "Device", "Service", "Router", "Default"), "Default"),
-        FieldSpec("isAdmin", _bool, False),
+        FieldSpec("type", values.choice("User", "Device", "Service", "Router", "Default"), "Default"),
+        FieldSpec("isAdmin", values.boolean, False),
         _ATTRIBUTES,
-        FieldSpec("authPolicy", _optional_string, None, wire="authPolicyId", ref="auth-policies", ref_style="name"),
-        FieldSpec("externalId", _optional_string, None),
+        FieldSpec("authPolicy", values.optional_string, None,
+                  wire="authPolicyId", ref="auth-policies", ref_style="name"),
+        FieldSpec("externalId", values.optional_string, None),
         FieldSpec("defaultHostingCost", _COST, 0),
         FieldSpec("defaultHostingPrecedence", _PRECEDENCE, "default"),
-        FieldSpec("serviceHostingCosts", _map_of(_COST), {}, ref="services", ref_style="keys"),
-        FieldSpec("serviceHostingPrecedences", _map_of(_PRECEDENCE), {}, ref="services", ref_style="keys"),
-        FieldSpec("appData", _mapping, {}),
+        FieldSpec("serviceHostingCosts", values.map_of(_COST), {}, ref="services", ref_style="keys"),
+        FieldSpec("serviceHostingPrecedences", values.map_of(_PRECEDENCE), {}, ref="services", ref_style="keys"),
+        FieldSpec("appData", values.mapping, {}),
         _TAGS,
-        FieldSpec("enroll", _enroll, None, wire="enrollment", compared=False),
+        FieldSpec("enroll", values.enroll, None, wire="enrollment", compared=False),
     )),
     KindSpec("service-policies", (
         _NAME,
-        FieldSpec("type", _choice("Dial", "Bind")),
+        FieldSpec("type", values.choice("Dial", "Bind")),
         FieldSpec("semantic", _SEMANTIC, "AllOf"),
         _role_list("identityRoles", "identities"),
         _role_list("serviceRoles", "services"),
@@ -334,10 +230,10 @@ def entity_fields(kind: str, entity: Mapping[str, Any]) -> tuple[FieldSpec, ...]
 
 def _canonical_entity(kind: str, raw: Any, where: str) -> Entity:
     if not isinstance(raw, dict):
-        raise _fail(where, "each entry must be a mapping with a name")
+        raise values.fail(where, "each entry must be a mapping with a name")
     name = raw.get("name")
     if not isinstance(name, str) or not name:
-        raise _fail(where, "an entry has no name")
+        raise values.fail(where, "an entry has no name")
     where = f"{kind} {name!r}"
     spec = KINDS[kind]
     entity: Entity = {"name": name}
@@ -347,7 +243,7 @@ def _canonical_entity(kind: str, raw: Any, where: str) -> Entity:
     known = {f.name for f in fields}
     unknown = [str(key) for key in raw if key not in known]
     if unknown:
-        raise _fail(where, f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        raise values.fail(where, f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
     for f in fields:
         if f.name in entity:
             continue
@@ -355,14 +251,14 @@ def _canonical_entity(kind: str, raw: Any, where: str) -> Entity:
         if value is not None:
             entity[f.name] = f.check(value, f"{where}: {f.name}")
         elif f.default is REQUIRED and f.variant is None:
-            raise _fail(where, f"{f.name} is required")
+            raise values.fail(where, f"{f.name} is required")
         elif f.default is not REQUIRED:
             entity[f.name] = f.default_value()
     if kind == "posture-checks":
         try:
             entity = normalize_check(entity, entity["typeId"], partial=False)
         except FieldError as exc:
-            raise _fail(f"{where}: {exc.field}", exc.reason) from None
+            raise values.fail(f"{where}: {exc.field}", exc.reason) from None
     return entity
 
 

@@ -4,7 +4,7 @@
 identity (:class:`LiveIdentity`) keeps in memory its state, its Dial/Bind sessions and its plan
 (``controller/posture/plan.py``); a step hands the machine everything queued, then carries out the transition:
 
-* **Writes are queued, not awaited** (:meth:`controller.domain.Domain.post_write`): the actor goes on with the next
+* **Writes are queued, not awaited** (``controller/posture/step_writes.py``): the actor goes on with the next
   messages while the write waits for its group commit (written behind: the state is at most one commit behind
   the actor). An identity has at most one write queued and not yet begun; a later step merges into it. Whatever a
   step changed (a session created or revoked, a report recorded) is durable before anyone hears of it: the
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from actors.lateness import DeadlineOutcome, LatenessRecorder
+from actors.lateness import LatenessRecorder
 from actors.registry import ActorRegistry, OneShot
 from controller.domain import Domain
 from controller.errors import ApiError
@@ -52,17 +52,22 @@ from controller.posture.messages import (
     WriteFailed,
 )
 from controller.posture.plan import IdentityPlan, identity_plan
-from controller.posture.state import IdentityState, decode_state, encode_state
-from controller.resources.context import Change, WriteContext
-from controller.write_path import create_row, delete_row
-from storage.batch import Outcome
+from controller.posture.state import IdentityState, decode_state
+from controller.posture.step_writes import (
+    PENDING_KIND,
+    SESSIONS,
+    STATE_KIND,
+    Flush,
+    StepWrite,
+    drop_state,
+    ignore_outcome,
+    record_mfa_removal,
+    send_replies,
+)
+from controller.resources.context import Change
 
 __all__ = ["PENDING_KIND", "STATE_KIND", "IdentityBehavior", "LiveIdentity", "PostureEngine", "record_mfa_removal"]
 
-STATE_KIND = "posture-state"
-PENDING_KIND = "posture-pending"
-"""Per identity: an MFA removal committed but not yet handled by its actor (see :func:`record_mfa_removal`)."""
-SESSIONS = "sessions"
 T = TypeVar("T")
 
 
@@ -76,119 +81,7 @@ class LiveIdentity:
         self.state = state
         self.sessions = sessions
         self.plan: IdentityPlan | None = None
-        self.write: _StepWrite | None = None
-
-
-class _Flush:
-    """One queued write for every identity write (:class:`_StepWrite`) queued since the last one began: identities
-    write together, in one mutation of one group commit."""
-
-    __slots__ = ("begun", "engine", "writes")
-
-    def __init__(self, engine: PostureEngine) -> None:
-        self.engine = engine
-        self.writes: list[_StepWrite] = []
-        self.begun = False
-
-    def __call__(self, ctx: WriteContext) -> None:
-        self.begun = True
-        for write in self.writes:
-            write.begun = True
-        for write in self.writes:
-            write.apply(ctx)
-
-    def finished(self, outcome: Outcome) -> None:
-        for write in self.writes:
-            write.finished(outcome)
-
-
-class _StepWrite:
-    """The queued write of an identity: sessions to revoke and create, and its state (encoded when the write runs,
-    so that steps merged into it before then only replace ``state``). Answers what waits for it once durable.
-
-    The lists stay None until a step needs them: most writes carry only the state of a posture report."""
-
-    __slots__ = ("begun", "done", "engine", "gone", "grants", "key", "lateness", "pending_cleared", "replies",
-                 "revoke", "settles", "state", "waiter")
-
-    def __init__(self, engine: PostureEngine, key: str) -> None:
-        self.engine = engine
-        self.key = key
-        self.state: IdentityState | None = None
-        self.revoke: list[str] | None = None
-        # Per granted session: its id, its body (the stored row once written, or the ApiError that refused it),
-        # and the requests answered with it.
-        self.grants: list[tuple[str, Any, list[OneShot[Any]]]] | None = None
-        self.replies: list[tuple[OneShot[Any], Any]] | None = None
-        self.settles: list[OneShot[Any]] | None = None
-        self.lateness: list[tuple[float, float, int]] | None = None  # deadline, decided at, sessions revoked
-        self.pending_cleared = self.begun = self.done = self.gone = False
-        self.waiter: OneShot[None] | None = None
-
-    def apply(self, ctx: WriteContext) -> None:
-        """Write it (in the transaction of its :class:`_Flush`). Refusals of a grant are answers, not errors: only
-        a failure of the store itself may raise, and that fails the whole commit anyway.
-
-        The state of an identity deleted since the step is written all the same (a session is not: it would
-        reference no identity): the identity's actor learns of the deletion (``Reevaluate``) and drops the state in
-        a later write."""
-        txn, key = ctx.txn, self.key
-        if self.revoke or self.grants:
-            if not txn.exists("identities", key):
-                self.gone = True
-                return
-            sessions = ctx.registry[SESSIONS]
-            for session_id in self.revoke or ():
-                if txn.exists(SESSIONS, session_id):
-                    delete_row(ctx, sessions, session_id)
-            grants = self.grants or []
-            for index, (session_id, body, replies) in enumerate(grants):
-                # Its API session may have ended, or its service gone, since the decision.
-                if not (txn.exists("api-sessions", body["apiSessionId"])
-                        and txn.exists("services", body["serviceId"])):
-                    grants[index] = (session_id, ApiError("NOT_FOUND"), replies)
-                else:
-                    grants[index] = (session_id, create_row(ctx, sessions, body, None, session_id), replies)
-        if self.state is not None:
-            txn.put_raw(STATE_KIND, key, encode_state(self.state))
-        if self.pending_cleared:
-            txn.delete_raw(PENDING_KIND, key)
-
-    def finished(self, outcome: Outcome) -> None:
-        """The write's outcome, on the writer's task: answer what waited for it."""
-        self.done = True
-        error: BaseException | None = ApiError("UNAUTHORIZED") if self.gone else outcome.error
-        if error is not None:
-            for reply, _ in self.replies or ():
-                reply.fail(error)
-            for _, _, replies in self.grants or ():
-                for reply in replies:
-                    reply.fail(error)
-            # What the actor holds is ahead of what is stored: it loads again (and finds a deleted identity gone).
-            self.engine.post(self.key, WriteFailed())
-        else:
-            if self.replies:
-                _send(self.replies)
-            for _, row, replies in self.grants or ():
-                _send([(reply, row) for reply in replies])
-            if self.lateness:
-                engine = self.engine
-                durable_at = engine.domain.clock.now()
-                for deadline, decided_at, revoked in self.lateness:
-                    engine.lateness.record(DeadlineOutcome(self.key, deadline, decided_at, durable_at, revoked))
-        for reply in self.settles or ():
-            reply.send(None)
-        if self.waiter is not None:
-            self.waiter.send(None)
-
-
-def _send(replies: list[tuple[OneShot[Any], Any]]) -> None:
-    """Answer every reply slot; an :class:`ApiError` answer is raised in its receiver."""
-    for reply, value in replies:
-        if isinstance(value, ApiError):
-            reply.fail(value)
-        else:
-            reply.send(value)
+        self.write: StepWrite | None = None
 
 
 class IdentityBehavior:
@@ -274,15 +167,15 @@ class IdentityBehavior:
 
     def _carry_out(self, key: str, live: LiveIdentity, t: Transition, now: float) -> LiveIdentity:
         if t.gone:
-            self.domain.post_write(lambda ctx: _drop(ctx, key), _ignore)
-            _send(t.replies)
-            _send([(reply, None) for reply in t.settles])
+            self.domain.post_write(lambda ctx: drop_state(ctx, key), ignore_outcome)
+            send_replies(t.replies)
+            send_replies([(reply, None) for reply in t.settles])
             return LiveIdentity(t.state, ())
         live.state = t.state
         write = live.write
         if t.persist or t.revoke or t.grants or t.clear_pending:
             if write is None or write.begun:
-                write = live.write = _StepWrite(self.engine, key)
+                write = live.write = StepWrite(self.engine, key)
                 self.engine.queue(write)
             write.state = t.state
             if t.clear_pending:
@@ -304,17 +197,17 @@ class IdentityBehavior:
                 # Nobody hears of this step before what it changed is durable; the actor does not wait for that.
                 write.replies = (write.replies or []) + t.replies
         elif t.replies:
-            _send(t.replies)
+            send_replies(t.replies)
         if t.existing:
             self._answer_existing(live, t.existing)
         if t.settles:
             if write is not None and not write.done:
                 write.settles = (write.settles or []) + t.settles
             else:
-                _send([(reply, None) for reply in t.settles])
+                send_replies([(reply, None) for reply in t.settles])
         return live
 
-    def _grant(self, key: str, live: LiveIdentity, write: _StepWrite, t: Transition, now: float) -> None:
+    def _grant(self, key: str, live: LiveIdentity, write: StepWrite, t: Transition, now: float) -> None:
         """Queue the sessions the step granted (their ids and tokens are made here); they are the identity's from
         now on."""
         grants = write.grants if write.grants is not None else []
@@ -340,27 +233,7 @@ class IdentityBehavior:
                 if session_id in queued:
                     queued[session_id].append(reply)
                 else:
-                    _send([(reply, txn.get(SESSIONS, session_id) or ApiError("NOT_FOUND"))])
-
-
-def _drop(ctx: WriteContext, key: str) -> None:
-    """The write of an actor whose identity is gone: delete its stored state (and any pending record)."""
-    ctx.txn.delete_raw(STATE_KIND, key)
-    ctx.txn.delete_raw(PENDING_KIND, key)
-
-
-def _ignore(outcome: Outcome) -> None:
-    return None
-
-
-def record_mfa_removal(ctx: WriteContext, identity_id: str) -> None:
-    """Record, in the write that removes an identity's MFA enrolment, that its actor must take every MFA pass away.
-
-    The actor learns of the removal by a message after the commit; a crash in between would leave the passes in its
-    stored state. The record closes that gap: the actor deletes it in the write that persists the removal's effect,
-    and a start delivers the removal again for every record still there.
-    """
-    ctx.txn.put(PENDING_KIND, {"id": identity_id, "mfaRemovedAt": ctx.now})
+                    send_replies([(reply, txn.get(SESSIONS, session_id) or ApiError("NOT_FOUND"))])
 
 
 class PostureEngine:
@@ -371,7 +244,7 @@ class PostureEngine:
         self.lateness = LatenessRecorder()
         # Sessions revoked since start, by cause (machine.REVOKE_CAUSES), counted when decided: what monitoring reads.
         self.revocations = dict.fromkeys(machine.REVOKE_CAUSES, 0)
-        self._flush: _Flush | None = None
+        self._flush: Flush | None = None
         self.behavior = IdentityBehavior(self, evaluate_posture=evaluate_posture)
         self.actors: ActorRegistry[LiveIdentity, IdentityMessage] = ActorRegistry(
             self.behavior, domain.clock.now, domain.clock.to_trio)
@@ -456,11 +329,11 @@ class PostureEngine:
         """Queue a message for the identity's actor (what the methods above do; for the engine's own use)."""
         self.actors.post(identity_id, message)
 
-    def queue(self, write: _StepWrite) -> None:
+    def queue(self, write: StepWrite) -> None:
         """Queue an identity's write with the others not yet begun (one :class:`_Flush`)."""
         flush = self._flush
         if flush is None or flush.begun:
-            flush = self._flush = _Flush(self)
+            flush = self._flush = Flush(self)
             self.domain.post_write(flush, flush.finished)
         flush.writes.append(write)
 

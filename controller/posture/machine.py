@@ -9,7 +9,7 @@ replies.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,26 +30,14 @@ from controller.posture.messages import (
     Reevaluate,
     Settle,
 )
-from controller.posture.normalize import canonical_mac, clean_hex
 from controller.posture.plan import IdentityPlan
-from controller.posture.records import (
-    MFA_GRACE_SECONDS,
-    DomainRecord,
-    MacRecord,
-    MfaState,
-    OsRecord,
-    PostureData,
-    ProcessRecord,
-)
+from controller.posture.records import MFA_GRACE_SECONDS, MfaState, apply_response
 from controller.posture.state import IdentityState, SessionPosture
 
-__all__ = ["MAX_API_SESSIONS", "MAX_FAILURES", "MAX_PROCESSES", "REVOKE_CAUSES", "Grant", "SessionRef", "Transition",
-           "apply_response", "step"]
+__all__ = ["MAX_API_SESSIONS", "MAX_FAILURES", "REVOKE_CAUSES", "Grant", "SessionRef", "Transition", "step"]
 
 MAX_FAILURES = 50
 """Failed session requests kept per identity (the last ones)."""
-MAX_PROCESSES = 64
-"""PROCESS responses kept per identity (by check id, and by path)."""
 MAX_API_SESSIONS = 256
 """API sessions whose MFA and endpoint state an identity keeps; past that the oldest is forgotten (it loses its
 MFA pass: the bound fails closed)."""
@@ -104,63 +92,6 @@ class Transition:
     def durable(self) -> bool:
         """The step revokes or creates a session: nobody may hear of the step before its write is durable."""
         return bool(self.revoke or self.grants)
-
-
-# Posture responses -----------------------------------------------------------------------------------------------
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()
-
-
-def _bounded(records: Mapping[str, ProcessRecord], key: str, record: ProcessRecord) -> dict[str, ProcessRecord]:
-    """``records`` with ``key`` set, the oldest entries dropped beyond :data:`MAX_PROCESSES`."""
-    out = {k: v for k, v in records.items() if k != key}
-    while len(out) >= MAX_PROCESSES:
-        del out[next(iter(out))]
-    out[key] = record
-    return out
-
-
-def apply_response(posture: PostureData, response: Mapping[str, Any], now: float) -> tuple[PostureData, bool]:
-    """Fold one posture response (OS, MAC, DOMAIN or PROCESS, in wire names) into the identity's data; whether it
-    reported anything a rule looks at differently from before (a report of the same values only renews their
-    times, and cannot change a verdict). PROCESS data is kept for the :data:`MAX_PROCESSES` checks and paths
-    reported last: an endpoint cannot grow its stored state without bound by reporting under made-up ids and
-    paths."""
-    check_id = str(response.get("id", ""))
-    match response.get("typeId"):
-        case "OS":
-            record = OsRecord(str(response.get("type", "")), str(response.get("version", "")),
-                              response.get("build"), now, check_id)
-            old = posture.os
-            same = old is not None and (old.type, old.version, old.build) == (record.type, record.version,
-                                                                             record.build)
-            return replace(posture, os=record), not same
-        case "MAC":
-            addresses = tuple(canonical_mac(a) or a.lower() for a in _strings(response.get("macAddresses")))
-            same = posture.mac is not None and posture.mac.addresses == addresses
-            return replace(posture, mac=MacRecord(addresses, now, check_id)), not same
-        case "DOMAIN":
-            domain = str(response.get("domain", ""))
-            same = posture.domain is not None and posture.domain.domain == domain
-            return replace(posture, domain=DomainRecord(domain, now, check_id)), not same
-        case "PROCESS":
-            process = ProcessRecord(str(response.get("path") or ""), bool(response.get("isRunning")),
-                                    clean_hex(str(response.get("hash") or "")),
-                                    tuple(clean_hex(f) for f in _strings(response.get("signerFingerprints"))),
-                                    now, check_id)
-            same = _same_process(posture.processes.get(check_id), process) and (
-                not process.path or _same_process(posture.process_paths.get(process.path), process))
-            processes = _bounded(posture.processes, check_id, process)
-            paths = _bounded(posture.process_paths, process.path, process) if process.path else posture.process_paths
-            return replace(posture, processes=processes, process_paths=paths), not same
-    return posture, False
-
-
-def _same_process(old: ProcessRecord | None, new: ProcessRecord) -> bool:
-    return old is not None and (old.path, old.is_running, old.hash, old.signer_fingerprints) == (
-        new.path, new.is_running, new.hash, new.signer_fingerprints)
 
 
 # MFA state per API session -----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""What an identity reported and when: posture records, MFA state per API session, and the MFA time rules.
+"""What an identity reported and when: posture records (and how a response folds into them, :func:`apply_response`),
+MFA state per API session, and the MFA time rules.
 
 All instants are **epoch seconds as floats** (``controller.clock.Clock.now()``), in the records and in the ``now``
 arguments, so results never depend on the wall clock of the process computing them.
@@ -7,8 +8,8 @@ MFA boundaries (Tollgate's choice, so that the identity actor can revoke at an e
 passed at ``t`` with ``timeoutSeconds`` T fails from ``t + T`` inclusive, and a wake/unlock at ``e`` fails it from
 ``e + 300`` inclusive (:data:`MFA_GRACE_SECONDS`).
 
-The records are frozen ``msgspec.Struct`` s: every actor step builds new ones, and a Struct is built and copied
-about ten times faster than a dataclass. They are untracked by the cyclic collector (``gc=False``): they hold only
+The records are frozen ``msgspec.Struct`` s: every actor step builds new ones, and a Struct is cheaper to build and
+copy than a dataclass. They are untracked by the cyclic collector (``gc=False``): they hold only
 scalars, tuples and mappings of reported data, never anything that could lead back to them, and a million parked
 actors hold several each. They encode as arrays (``array_like``): the identity state is stored after every change,
 and an array is smaller and quicker to write and read than a map of field names.
@@ -21,8 +22,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+from msgspec.structs import replace
+
+from controller.posture.normalize import canonical_mac, clean_hex
 
 __all__ = [
+    "MAX_PROCESSES",
     "MFA_GRACE_SECONDS",
     "DomainRecord",
     "MacRecord",
@@ -30,6 +35,7 @@ __all__ = [
     "OsRecord",
     "PostureData",
     "ProcessRecord",
+    "apply_response",
     "mfa_timeout",
     "mfa_timeout_remaining",
     "prompt_expired",
@@ -148,3 +154,64 @@ def mfa_timeout_remaining(check: Mapping[str, Any], mfa: MfaState | None, now: f
         if prompt and event_at is not None and event_at >= passed:
             remaining = min(remaining, max(0, MFA_GRACE_SECONDS - _elapsed(now, event_at)))
     return remaining
+
+
+MAX_PROCESSES = 64
+"""PROCESS responses kept per identity (by check id, and by path)."""
+
+
+# Posture responses, folded into the records -------------------------------------------------------------------
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()
+
+
+def _bounded(records: Mapping[str, ProcessRecord], key: str, record: ProcessRecord) -> dict[str, ProcessRecord]:
+    """``records`` with ``key`` set, the oldest entries dropped beyond :data:`MAX_PROCESSES`."""
+    out = {k: v for k, v in records.items() if k != key}
+    while len(out) >= MAX_PROCESSES:
+        del out[next(iter(out))]
+    out[key] = record
+    return out
+
+
+def apply_response(posture: PostureData, response: Mapping[str, Any], now: float) -> tuple[PostureData, bool]:
+    """Fold one posture response (OS, MAC, DOMAIN or PROCESS, in wire names) into the identity's data; whether it
+    reported anything a rule looks at differently from before (a report of the same values only renews their
+    times, and cannot change a verdict). PROCESS data is kept for the :data:`MAX_PROCESSES` checks and paths
+    reported last: an endpoint cannot grow its stored state without bound by reporting under made-up ids and
+    paths."""
+    check_id = str(response.get("id", ""))
+    match response.get("typeId"):
+        case "OS":
+            record = OsRecord(str(response.get("type", "")), str(response.get("version", "")),
+                              response.get("build"), now, check_id)
+            old = posture.os
+            same = old is not None and (old.type, old.version, old.build) == (record.type, record.version,
+                                                                             record.build)
+            return replace(posture, os=record), not same
+        case "MAC":
+            addresses = tuple(canonical_mac(a) or a.lower() for a in _strings(response.get("macAddresses")))
+            same = posture.mac is not None and posture.mac.addresses == addresses
+            return replace(posture, mac=MacRecord(addresses, now, check_id)), not same
+        case "DOMAIN":
+            domain = str(response.get("domain", ""))
+            same = posture.domain is not None and posture.domain.domain == domain
+            return replace(posture, domain=DomainRecord(domain, now, check_id)), not same
+        case "PROCESS":
+            process = ProcessRecord(str(response.get("path") or ""), bool(response.get("isRunning")),
+                                    clean_hex(str(response.get("hash") or "")),
+                                    tuple(clean_hex(f) for f in _strings(response.get("signerFingerprints"))),
+                                    now, check_id)
+            same = _same_process(posture.processes.get(check_id), process) and (
+                not process.path or _same_process(posture.process_paths.get(process.path), process))
+            processes = _bounded(posture.processes, check_id, process)
+            paths = _bounded(posture.process_paths, process.path, process) if process.path else posture.process_paths
+            return replace(posture, processes=processes, process_paths=paths), not same
+    return posture, False
+
+
+def _same_process(old: ProcessRecord | None, new: ProcessRecord) -> bool:
+    return old is not None and (old.path, old.is_running, old.hash, old.signer_fingerprints) == (
+        new.path, new.is_running, new.hash, new.signer_fingerprints)

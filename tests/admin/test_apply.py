@@ -22,9 +22,9 @@ from controller.admin.client import AdminClient
 from controller.admin.config import Config, Profile
 from controller.admin.verbs import cli
 from controller.authentication import password_hashing as passwords
-from controller.main import serve_controller
 from controller.root import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, make_settings, seed_pki
+from tests.support import serving as serving_controller
 
 T = TypeVar("T")
 
@@ -126,32 +126,18 @@ class Target:
 async def serving(data_dir: Path) -> AsyncIterator[Target]:
     """A controller on ``data_dir`` (HTTPS, 127.0.0.1, a free port) and a CLI configuration logged in to it."""
     seed_pki(data_dir)
-    stop, ready = trio.Event(), trio.Event()
-    found: list[tuple[Controller, str]] = []
+    async with serving_controller(make_settings(data_dir, tls=True, host="127.0.0.1", port=0)) as (controller, urls):
+        url = urls[0]
+        ca = data_dir / "pki" / "ca.pem"
+        config = Config(data_dir.parent / f"{data_dir.name}-cli.yaml")
 
-    def on_ready(controller: Controller, urls: list[str]) -> None:
-        found.append((controller, urls[0]))
-        ready.set()
+        def login() -> str:
+            with AdminClient(url, token=None, verify=str(ca)) as client:
+                return client.authenticate_password(ADMIN_USERNAME, ADMIN_PASSWORD)
 
-    settings = make_settings(data_dir, tls=True, host="127.0.0.1", port=0)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(partial(serve_controller, settings, on_ready=on_ready, shutdown_trigger=stop.wait))
-        with trio.fail_after(30):
-            await ready.wait()
-        try:
-            controller, url = found[0]
-            ca = data_dir / "pki" / "ca.pem"
-            config = Config(data_dir.parent / f"{data_dir.name}-cli.yaml")
-
-            def login() -> str:
-                with AdminClient(url, token=None, verify=str(ca)) as client:
-                    return client.authenticate_password(ADMIN_USERNAME, ADMIN_PASSWORD)
-
-            config.put(Profile(name="test", url=url, ca=str(ca), token=await in_thread(login)), make_default=True)
-            config.save()
-            yield Target(url, ca, config.path, controller)
-        finally:
-            stop.set()
+        config.put(Profile(name="test", url=url, ca=str(ca), token=await in_thread(login)), make_default=True)
+        config.save()
+        yield Target(url, ca, config.path, controller)
 
 
 @pytest.fixture

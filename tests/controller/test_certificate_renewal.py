@@ -13,12 +13,11 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import logging
-import math
 import socket
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -34,9 +33,9 @@ from trio.testing import MockClock
 from controller.authentication.issuing import BACKDATE, fingerprint
 from controller.authentication.pki import RENEW_BEFORE
 from controller.authentication.renewal import RETRY_SECONDS, renew_at
-from controller.main import serve_controller
 from controller.root import Controller
-from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_settings, seed_pki
+from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_settings, seed_pki, virtual_time_stands_still
+from tests.support import serving as serving_controller
 from web.app import create_app
 
 CLIENT_ROOT = ""  # /enroll/jwks and /enroll/challenge are served at the root, as the SDKs call them
@@ -67,33 +66,10 @@ class Served:
 async def serving(data_dir: Path) -> AsyncIterator[Served]:
     """Run ``serve_controller`` over TLS on a free loopback port until the block ends, then shut it down."""
     seed_pki(data_dir)
-    settings = make_settings(data_dir, tls=True, host="127.0.0.1", port=0)
-    stop, ready = trio.Event(), trio.Event()
-    found: list[Served] = []
-
-    def on_ready(controller: Controller, urls: list[str]) -> None:
+    async with serving_controller(make_settings(data_dir, tls=True, host="127.0.0.1", port=0)) as (controller, urls):
         port = urlsplit(urls[0]).port
         assert port is not None
-        found.append(Served(controller, port))
-        ready.set()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: serve_controller(settings, on_ready=on_ready, shutdown_trigger=stop.wait))
-        await ready.wait()
-        try:
-            yield found[0]
-        finally:
-            stop.set()
-
-
-@contextmanager
-def virtual_time_stands_still(clock: MockClock) -> Iterator[None]:
-    """No autojump while real sockets talk: a server timeout must not fire in a jump while bytes are in flight."""
-    clock.autojump_threshold = math.inf
-    try:
-        yield
-    finally:
-        clock.autojump_threshold = 0
+        yield Served(controller, port)
 
 
 def _presented_certificate(port: int, ca_file: Path) -> x509.Certificate:

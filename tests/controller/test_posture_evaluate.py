@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from controller.posture.machine import apply_response
-from controller.posture.records import DomainRecord, MacRecord, OsRecord, PostureData, ProcessRecord
+from controller.posture.records import DomainRecord, MacRecord, OsRecord, PostureData, ProcessRecord, apply_response
 from controller.posture.rules import CheckResult, evaluate_check, failure_entry
 
 T0 = 1_700_000_000.0

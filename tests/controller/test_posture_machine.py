@@ -15,7 +15,6 @@ from controller.errors import ApiError
 from controller.posture.machine import (
     MAX_API_SESSIONS,
     MAX_FAILURES,
-    MAX_PROCESSES,
     Grant,
     SessionRef,
     Transition,
@@ -34,7 +33,7 @@ from controller.posture.messages import (
     Settle,
 )
 from controller.posture.plan import AccessPlan, IdentityPlan, Prompt, ServiceAccess
-from controller.posture.records import MFA_GRACE_SECONDS, MfaState, PostureData
+from controller.posture.records import MAX_PROCESSES, MFA_GRACE_SECONDS, MfaState, PostureData
 from controller.posture.rules import MfaRule, Rule, compile_rule
 from controller.posture.state import IdentityState, SessionPosture, decode_state, encode_state
 

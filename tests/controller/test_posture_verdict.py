@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from controller.posture.machine import apply_response
 from controller.posture.normalize import canonical_mac, clean_hex
 from controller.posture.plan import AccessPlan
-from controller.posture.records import MFA_GRACE_SECONDS, MfaState, PostureData
+from controller.posture.records import MFA_GRACE_SECONDS, MfaState, PostureData, apply_response
 from controller.posture.rules import FAIL, PASS, TIMED_OUT, Rule, compile_rule, failure_entry
 from controller.posture.versions import version_matches
 

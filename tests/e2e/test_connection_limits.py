@@ -29,9 +29,8 @@ import trio.testing
 
 from controller.authentication.hashing import PasswordHashing
 from controller.cli import parse_settings
-from controller.main import serve_controller
-from controller.root import Controller
 from tests.support import read_http_response, seed_pki
+from tests.support import serving as serving_controller
 
 VERSION = "/edge/management/v1/version"
 AUTHENTICATE = "/edge/management/v1/authenticate?method=password"
@@ -66,26 +65,16 @@ async def serving(data_dir: Path, *flags: str) -> AsyncIterator[Server]:
     settings, _ = parse_settings(["serve", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--port", "0",
                                   "--no-tls", *flags], environ={"TOLLGATE_ADMIN_PASSWORD": ADMIN_PASSWORD})
     settings = replace(settings, worker_threads=False, durable=False)
-    stop, ready = trio.Event(), trio.Event()
-    ports: list[int] = []
-
-    def on_ready(controller: Controller, urls: list[str]) -> None:
-        port = urlsplit(urls[0]).port
-        assert port is not None
-        ports.append(port)
-        ready.set()
-
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(lambda: serve_controller(settings, on_ready=on_ready, shutdown_trigger=stop.wait))
-            await ready.wait()
-            server = Server(ports[0])
+        async with serving_controller(settings) as (_, urls):
+            port = urlsplit(urls[0]).port
+            assert port is not None
+            server = Server(port)
             try:
                 yield server
             finally:
                 for stream in server.streams:
                     stream.socket.close()  # no checkpoint: closes them all even when the test is being cancelled
-                stop.set()
 
 
 def _request_bytes(connection: h11.Connection) -> bytes:

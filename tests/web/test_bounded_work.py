@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from controller import listing
-from controller.posture.machine import MAX_PROCESSES
+from controller.posture.records import MAX_PROCESSES
 from controller.root import Controller
 from tests.support import Api
 from tests.web.test_client_posture import MAC_OK, dial_policy, network, user

@@ -10,10 +10,9 @@ that moment, and one observation per group commit.
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,19 @@ import trio.testing
 from prometheus_client.parser import text_string_to_metric_families
 from trio.testing import MockClock
 
-from controller.main import serve_controller
 from controller.metrics import metrics_of
 from controller.root import Controller
-from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, CLIENT, MGMT, make_settings, seed_pki, totp
+from tests.support import (
+    ADMIN_PASSWORD,
+    ADMIN_USERNAME,
+    CLIENT,
+    MGMT,
+    make_settings,
+    seed_pki,
+    totp,
+    virtual_time_stands_still,
+)
+from tests.support import serving as serving_controller
 
 MFA_TIMEOUT = 60
 PASSWORD = {"method": "password"}
@@ -55,32 +63,9 @@ class Served:
 async def serving(data_dir: Path, **overrides: Any) -> AsyncIterator[Served]:
     """Run ``serve_controller`` on a free loopback port (plain HTTP) until the block ends, then shut it down."""
     seed_pki(data_dir)
-    settings = make_settings(data_dir, host="127.0.0.1", port=0, **overrides)
-    stop, ready = trio.Event(), trio.Event()
-    found: list[Served] = []
-
-    def on_ready(controller: Controller, urls: list[str]) -> None:
+    async with serving_controller(make_settings(data_dir, host="127.0.0.1", port=0, **overrides)) as (controller, urls):
         metrics = metrics_of(controller)
-        found.append(Served(controller, urls[0], metrics.url if metrics is not None else None))
-        ready.set()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: serve_controller(settings, on_ready=on_ready, shutdown_trigger=stop.wait))
-        await ready.wait()
-        try:
-            yield found[0]
-        finally:
-            stop.set()
-
-
-@contextmanager
-def virtual_time_stands_still(clock: MockClock) -> Iterator[None]:
-    """No autojump while real sockets talk: a server timeout must not fire in a jump while bytes are in flight."""
-    clock.autojump_threshold = math.inf
-    try:
-        yield
-    finally:
-        clock.autojump_threshold = 0
+        yield Served(controller, urls[0], metrics.url if metrics is not None else None)
 
 
 def listening_ports() -> set[int]:

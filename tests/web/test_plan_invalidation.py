@@ -93,6 +93,17 @@ async def _spare_check(admin: Api) -> None:
                                              "roleAttributes": ["dom"]}))
 
 
+async def _granted(controller: Controller, admin: Api, net: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """The spare check made, the first identity's actor warmed and a Dial session granted to it: (identity, API
+    session, session)."""
+    await _spare_check(admin)
+    identity, api_session = net["people"][0]
+    await _warm(controller, identity, api_session)
+    session = await _ask(controller, identity, api_session, net["mac"])
+    assert isinstance(session, dict), session
+    return identity, api_session, session
+
+
 async def _warm(controller: Controller, identity: str, api_session: str) -> None:
     """A passing report, and MFA passed: the MFA check's timeout keeps the actor live (parked on its deadline),
     with its plan, instead of passivating when idle."""
@@ -115,12 +126,8 @@ async def test_a_change_that_alters_access_reaches_the_live_plan(
         case: str, controller: Controller, admin: Api, autojump_clock: trio.testing.MockClock) -> None:
     change, refusal = CASES[case]
     net = await _network(controller)
-    await _spare_check(admin)
-    identity, api_session = net["people"][0]
+    identity, api_session, session = await _granted(controller, admin, net)
     engine = controller.engine
-    await _warm(controller, identity, api_session)
-    session = await _ask(controller, identity, api_session, net["mac"])
-    assert isinstance(session, dict), session
 
     if case in ROUTER_CASES:
         assert (await admin.delete(f"/sessions/{session['id']}")).status == 200
@@ -155,12 +162,8 @@ async def test_a_plan_is_never_used_after_a_change_even_without_a_recheck(
     of the identity itself always sends its actor a re-check.)"""
     change, refusal = CASES[case]
     net = await build_network(controller, 1)  # its API session is not among the live ones: no re-check comes
-    await _spare_check(admin)
-    identity, api_session = net["people"][0]
+    identity, api_session, session = await _granted(controller, admin, net)
     engine = controller.engine
-    await _warm(controller, identity, api_session)
-    session = await _ask(controller, identity, api_session, net["mac"])
-    assert isinstance(session, dict), session
     assert (await admin.delete(f"/sessions/{session['id']}")).status == 200
 
     live = engine.actors.state_of(identity)
