@@ -127,36 +127,36 @@ class IdentityBehavior:
 
     def step(self, key: str, live: LiveIdentity, messages: list[IdentityMessage], now: float) -> LiveIdentity:
         plan = live.plan
-        current = plan is not None and plan.valid(self.domain.store)
+        rebuild = plan is None or not plan.valid(self.domain.store)
+        known = True  # the plan already holds every service this step needs
         for message in messages:
-            kind = type(message)
-            if kind is CreateSession:
-                current = current and message.service_id in plan.services  # type: ignore[union-attr]
-            elif kind is Reevaluate:
-                current = False
-            elif kind is WriteFailed:
+            if isinstance(message, CreateSession):
+                known = known and plan is not None and message.service_id in plan.services
+            elif isinstance(message, Reevaluate):
+                rebuild = True
+            elif isinstance(message, WriteFailed):
                 live = self.load(key)
-                current = False
-        if current:
-            services = plan.services  # type: ignore[union-attr]
+                rebuild = True
+        if known and not rebuild:
+            services = plan.services  # type: ignore[union-attr]  # not rebuild: there is a plan
             for ref in live.sessions:
                 if ref.service_id not in services:
-                    current = False
+                    known = False
                     break
-        if not current:
-            plan = self._plan(key, live, messages)
+        if rebuild or not known:
+            plan = self._plan(key, live, messages, rebuild=rebuild)
         t = machine.step(live.state, live.sessions, plan, messages, now, evaluate_posture=self.evaluate_posture)
         return self._carry_out(key, live, t, now)
 
-    def _plan(self, key: str, live: LiveIdentity, messages: Sequence[IdentityMessage]) -> IdentityPlan | None:
+    def _plan(self, key: str, live: LiveIdentity, messages: Sequence[IdentityMessage], *,
+              rebuild: bool) -> IdentityPlan | None:
         """The identity's plan from a snapshot, knowing every service the step needs (None: the identity is gone).
-        Built anew when it is no longer valid or the identity changed (``Reevaluate``)."""
-        plan = live.plan
-        rebuild = plan is None or not plan.valid(self.domain.store) or any(type(m) is Reevaluate for m in messages)
+        Built anew when ``rebuild`` (it is no longer valid, or the identity changed: ``Reevaluate``)."""
         with self.domain.read() as ctx:
             if rebuild:
                 identity = ctx.txn.get("identities", key)
-                plan = live.plan = identity_plan(ctx, identity, self.domain.store) if identity is not None else None
+                live.plan = identity_plan(ctx, identity, self.domain.store) if identity is not None else None
+            plan = live.plan
             if plan is not None:
                 for ref in live.sessions:
                     plan.service(ctx, ref.service_id)
