@@ -222,11 +222,13 @@ class AdminClient:
                                    params={"filter": filter, "limit": limit, "offset": offset, "sort": sort}))
         return list(body.get("data") or []), dict(body.get("meta") or {})
 
-    def list_all(self, kind: str, filter: str | None = None) -> builtins.list[dict[str, Any]]:
-        """Every row of a kind matching ``filter``, paging through the list :data:`PAGE_SIZE` rows at a time."""
+    def list_all(self, kind: str, filter: str | None = None,
+                 sort: str | None = None) -> builtins.list[dict[str, Any]]:
+        """Every row of a kind matching ``filter`` (in ``sort`` order), paging through the list :data:`PAGE_SIZE`
+        rows at a time."""
         rows: builtins.list[dict[str, Any]] = []
         while True:
-            page = self.list(kind, filter=filter, limit=PAGE_SIZE, offset=len(rows))
+            page = self.list(kind, filter=filter, limit=PAGE_SIZE, offset=len(rows), sort=sort)
             rows.extend(page)
             if len(page) < PAGE_SIZE:
                 return rows

@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from controller.admin.apply_command import apply_command, export_command
-from controller.admin.client import PAGE_SIZE
 from controller.admin.context import AdminGroup, State, controller_option, emit, emit_rows, output_options, pass_state
 from controller.admin.database import db
 from controller.admin.exits import EXIT_HELP
@@ -73,12 +72,7 @@ def list_rows(state: State, kind: Kind, filter: str | None, limit: int | None, o
     if every:
         if limit is not None or offset is not None:
             raise click.UsageError("--all pages through every row: leave out --limit and --offset")
-        rows: list[dict[str, Any]] = []
-        while True:
-            page, _ = client.page(kind.path, filter=filter, limit=PAGE_SIZE, offset=len(rows), sort=sort)
-            rows.extend(page)
-            if len(page) < PAGE_SIZE:
-                break
+        rows = client.list_all(kind.path, filter, sort)
         emit_rows(rows, output, kind.columns if rows else ())
         return
     rows, meta = client.page(kind.path, filter=filter, limit=limit, offset=offset, sort=sort)
