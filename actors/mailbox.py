@@ -19,7 +19,7 @@ M = TypeVar("M")
 
 class SingleWaiter:
     """At most one task parked on this object until the subclass wakes it: the parking both :class:`Mailbox` and
-    :class:`actors.registry.OneShot` use, with no ``trio.Event`` (an Event, its waiter set and the closure of its
+    :class:`actors.live_actors.OneShot` use, with no ``trio.Event`` (an Event, its waiter set and the closure of its
     ``wait`` would be kept by every waiting actor)."""
 
     __slots__ = ("_waiter",)

@@ -1,6 +1,6 @@
 """The ``actors`` scenario (issue 4, targets T3-T5): identity actors with MFA deadlines at 100k and 1M identities.
 
-Every identity is a live actor parked on its MFA deadline (seeded by ``bench/identities.py``); when a deadline is
+Every identity is a live actor parked on its MFA deadline (seeded by ``bench/identity_seeding.py``); when a deadline is
 reached the engine re-evaluates the identity and revokes its Dial session, and its lateness recorder reports when
 the decision was computed and when the revocation was durable. Meanwhile a stream of wake/unlock and posture
 messages goes to random identities, as clients would send them through the Client API.
@@ -18,8 +18,8 @@ messages goes to random identities, as clients would send them through the Clien
   T3's with a baseline window in each gap; memory per parked actor (anonymous RSS growth over waking the parked
   population) against a bare parked Trio task measured the same way just before.
 
-The GC is monitored throughout (``controller.memory.GcMonitor``); its longest pause within the measurement windows
-is reported. ``--quick`` shrinks every size so the whole scenario runs in seconds; its figures mean nothing.
+The GC is monitored throughout (``controller.runtime.memory.GcMonitor``); its longest pause within the measurement
+windows is reported. ``--quick`` shrinks every size so the whole scenario runs in seconds; its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from bench.actors_probe import anon_bytes, file_bytes, release_free_memory
 from bench.actors_report import build_result
 from bench.baselines import parked_task_bytes, sleep_until_lateness, spawn_lean_actors
 from bench.controller_run import running_controller
-from bench.identities import seed_mfa_identities, wake_all
+from bench.identity_seeding import seed_mfa_identities, wake_all
 from bench.report import ScenarioResult
 from bench.stats import summarize
-from controller import memory
-from controller.root import Controller
+from controller.runtime import memory
+from controller.runtime.composition import Controller
 
 __all__ = ["FULL", "QUICK", "Config", "run"]
 

@@ -1,8 +1,8 @@
 """The actors scenario's subject: a real controller in-process, the identities it is loaded with, the message
 stream it serves, and the deadline outcomes it reports.
 
-The controller is started by ``bench/controller_run.py`` as ``controller.main`` runs it, minus HTTP: the scenario
-measures the actors, and HTTP is the http scenario's.
+The controller is started by ``bench/controller_run.py`` as ``controller.runtime.task_tree`` runs it, minus HTTP: the
+scenario measures the actors, and HTTP is the http scenario's.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 import trio
 
 from actors.lateness import DeadlineOutcome
-from actors.registry import OneShot
+from actors.live_actors import OneShot
 from bench.actors_probe import CpuMeter
-from bench.identities import seed_mfa_identities, wake_all
-from controller import memory
+from bench.identity_seeding import seed_mfa_identities, wake_all
 from controller.posture.messages import IdentityMessage, PostureReported
-from controller.root import Controller
+from controller.runtime import memory
+from controller.runtime.composition import Controller
 
 __all__ = ["Loaded", "Outcomes", "StreamResult", "load_measured", "load_parked", "message_stream"]
 

@@ -103,9 +103,9 @@ def _notes(config: Any, t3: list[dict[str, Any]], t4: list[dict[str, Any]], t5: 
            mem: dict[str, Any], gc: dict[str, Any]) -> list[str]:
     notes = [
         f"T3: median of {len(t3)} rounds, each on a fresh controller (durable LMDB, commits on the writer's pinned "
-        f"thread, the GC policy of controller/memory.py), interleaved with bare sleep_until rounds of the same "
-        f"deadlines; {config.t3_measured:,} of the {config.t3_count:,} parked actors' deadlines fall in the measured "
-        f"window at {config.rate:,.0f}/s, the rest later.",
+        f"thread, the GC policy of controller/runtime/memory.py), interleaved with bare sleep_until rounds of the "
+        f"same deadlines; {config.t3_measured:,} of the {config.t3_count:,} parked actors' deadlines fall in the "
+        f"measured window at {config.rate:,.0f}/s, the rest later.",
         f"Messages (wake, OS posture, unlock, MAC posture in turn, each with a reply slot as the Client API sends "
         f"them) are offered at {config.msg_rate:,.0f}/s to random identities, open loop but with at most "
         f"{config.in_flight:,} not yet handled (a server's bound on requests in progress): when the actors cannot "
@@ -114,12 +114,12 @@ def _notes(config: Any, t3: list[dict[str, Any]], t4: list[dict[str, Any]], t5: 
         f"{config.t4_per_block:,} deadlines with a bare sleep_until baseline in each gap; memory per parked actor "
         f"is the anonymous RSS growth over waking {mem.get('actors', 0):,} of them (their mailbox, task, timer entry "
         f"and loaded state), against the same growth for as many bare parked tasks measured just before.",
-        "T5: time from opening the data directory to serving as controller/main.py does (API sessions and every "
-        "persisted deadline restored, bootstrap, GC settled), without HTTP; restored actors are armed on the timer "
-        "heap and spawn at their deadline or first message.",
+        "T5: time from opening the data directory to serving as controller/runtime/task_tree.py does (API sessions "
+        "and every persisted deadline restored, bootstrap, GC settled), without HTTP; restored actors are armed on "
+        "the timer heap and spawn at their deadline or first message.",
         f"GC: max pause within measurement windows is the row above; freezing kept {gc.get('frozen_garbage', 0)} "
-        f"objects of dead reference cycles out of {gc.get('frozen', 0):,.0f} frozen (controller.memory.collect_frozen "
-        f"counted them at the end of T4).",
+        f"objects of dead reference cycles out of {gc.get('frozen', 0):,.0f} frozen "
+        f"(controller.runtime.memory.collect_frozen counted them at the end of T4).",
     ]
     undecided = sum(int(r.get("undecided", 0)) for r in t3 + t4)
     if undecided:

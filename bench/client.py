@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from bench.server import ADMIN_PASSWORD
+from bench.servers import ADMIN_PASSWORD
 
 __all__ = ["admin_token", "call"]
 

@@ -1,6 +1,6 @@
-"""A real controller in-process, started as ``controller.main`` starts it, minus HTTP: what the actors and storage
-scenarios measure (real clock, durable LMDB, commits on the writer's pinned thread, the runtime policy of
-``controller/memory.py``).
+"""A real controller in-process, started as ``controller.runtime.task_tree`` starts it, minus HTTP: what the actors and
+storage scenarios measure (real clock, durable LMDB, commits on the writer's pinned thread, the runtime policy of
+``controller/runtime/memory.py``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import trio
 
-from controller import memory
-from controller.authentication import ensure_pki
-from controller.bootstrap import bootstrap
-from controller.root import Controller
-from controller.settings import Settings
+from controller.certificates import ensure_pki
+from controller.runtime import memory
+from controller.runtime.bootstrap import bootstrap
+from controller.runtime.composition import Controller
+from controller.runtime.settings import Settings
 
 __all__ = ["Running", "running_controller"]
 
@@ -56,10 +56,10 @@ class Running:
 @asynccontextmanager
 async def running_controller(data_dir: Path, *, worker_threads: bool = True,
                              durable: bool = True) -> AsyncIterator[Running]:
-    """Open ``data_dir`` and start the services in ``controller.main``'s order, under its runtime policy
-    (:func:`controller.memory.runtime_policy`): writer, posture engine (which re-arms every persisted deadline),
-    bootstrap, API-session expiry, then :func:`controller.memory.settle`. ``worker_threads`` and ``durable`` False
-    commit on the Trio thread without fsync (what a count of instructions wants: one thread, no waiting)."""
+    """Open ``data_dir`` and start the services in ``controller.runtime.task_tree``'s order, under its runtime policy
+    (:func:`controller.runtime.memory.runtime_policy`): writer, posture engine (which re-arms every persisted deadline),
+    bootstrap, API-session expiry, then :func:`controller.runtime.memory.settle`. ``worker_threads`` and ``durable``
+    False commit on the Trio thread without fsync (what a count of instructions wants: one thread, no waiting)."""
     _seed_pki(data_dir)
     started = time.perf_counter()
     controller = Controller.open(_settings(data_dir, worker_threads=worker_threads, durable=durable))

@@ -106,7 +106,7 @@ def _command() -> list[str]:
 
 def _announced(text: str) -> Endpoint | None:
     """The endpoint a controller's standard output announces once it serves (None before the CA bundle line, which
-    ``controller/main.py`` prints last)."""
+    ``controller/runtime/task_tree.py`` prints last)."""
     url, ca = _URL.search(text), _CA.search(text)
     return Endpoint(url.group(1), Path(ca.group(1))) if url and ca else None
 

@@ -31,7 +31,7 @@ from urllib.parse import quote
 from bench.client import MGMT, admin_token
 from bench.loadgen import LoadResult, Request, load
 from bench.report import ScenarioResult, Target
-from bench.server import Server, Spec, running_all, wait_idle
+from bench.servers import Server, Spec, running_all, wait_idle
 from bench.stats import median
 
 __all__ = ["run"]

@@ -22,13 +22,13 @@ from typing import Any
 
 from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
 from controller.clock import format_time
+from controller.data.write_path import create_row
+from controller.model.context import WriteContext
+from controller.model.spec import Resource
 from controller.posture.engine import STATE_KIND
 from controller.posture.records import MfaState
 from controller.posture.state import IdentityState, SessionPosture, encode_state
-from controller.resources.context import WriteContext
-from controller.resources.spec import Resource
-from controller.root import Controller
-from controller.write_path import create_row
+from controller.runtime.composition import Controller
 
 __all__ = ["HTTP", "LARGE", "MEDIUM", "Loaded", "ModelSize", "load_model", "posture_responses"]
 

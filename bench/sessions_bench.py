@@ -32,7 +32,7 @@ from bench.client import CLIENT, call
 from bench.loadgen import LoadResult, Request, load
 from bench.model import posture_responses
 from bench.report import ScenarioResult, Target
-from bench.server import Server, Spec, running_all, seed, wait_idle
+from bench.servers import Server, Spec, running_all, seed, wait_idle
 from bench.stats import median
 
 __all__ = ["run"]

@@ -12,7 +12,7 @@ deadline). Each step kind runs on identities of its own, first ``warm`` times, t
   and still no verdict changes);
 * ``posture-revokes``: a MAC posture response that fails the MAC check (the Dial session is revoked);
 * ``wake-unlock``: an endpoint-state report, a wake or an unlock in turn;
-* ``deadline-revokes``: an MFA deadline that revokes a Dial session (``bench/identities.py`` seeds them);
+* ``deadline-revokes``: an MFA deadline that revokes a Dial session (``bench/identity_seeding.py`` seeds them);
 * ``session-granted``: a Dial session request that passes;
 * ``session-refused``: a Dial session request refused for posture (the failure is recorded).
 
@@ -43,16 +43,16 @@ from typing import Any
 import trio
 import trio.testing
 
-from actors.registry import OneShot
+from actors.live_actors import OneShot
 from bench.actors_harness import Outcomes
 from bench.callgrind import Marks, available, run_counted
 from bench.controller_run import running_controller
-from bench.identities import seed_mfa_identities, wake_all
+from bench.identity_seeding import seed_mfa_identities, wake_all
 from bench.model import MAC, MEDIUM, load_model, posture_responses, scaled
 from bench.report import ScenarioResult, Target
 from controller.errors import ApiError
 from controller.posture.messages import CreateSession, PostureReported
-from controller.root import Controller
+from controller.runtime.composition import Controller
 
 __all__ = ["BUDGET", "KINDS", "run"]
 

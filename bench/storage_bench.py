@@ -1,11 +1,11 @@
 """Scenario ``storage`` (T6): acknowledged durable writes through the group-commit writer, against raw py-lmdb.
 
 The subject is a real controller on a data directory on the real disk, started by ``bench/controller_run.py`` as
-``controller.main`` starts it (its writer committing on its pinned thread, bootstrapped like a first start). Its
-workload is what a user runs: ``domain.create("identities", ...)`` (body validation, references, indexes, the
-envelope-ready row read back), by 1, 16, 64 and 256 concurrent writers, each submitting one create, awaiting its
-acknowledgement (the write is on disk) and repeating. The bare ``Writer.submit`` of one small put of the same size
-is measured at the same levels, to separate the group commit from the domain's per-write work.
+``controller.runtime.task_tree`` starts it (its writer committing on its pinned thread, bootstrapped like a first
+start). Its workload is what a user runs: ``domain.create("identities", ...)`` (body validation, references, indexes,
+the envelope-ready row read back), by 1, 16, 64 and 256 concurrent writers, each submitting one create, awaiting its
+acknowledgement (the write is on disk) and repeating. The bare ``Writer.submit`` of one small put of the same size is
+measured at the same levels, to separate the group commit from the domain's per-write work.
 
 Baselines, on the same disk with values of the encoded size of a real identity row (``storage_raw.RawLmdb``): one
 fsync per put (one transaction per put) and one fsync per 100 puts. Baseline slots and subject rounds alternate
@@ -41,8 +41,8 @@ from bench.report import ScenarioResult
 from bench.stats import percentile
 from bench.storage_raw import HopCounter, RawFigures, RawLmdb, StepCounter, thread_hop_latencies
 from bench.storage_report import CONCURRENCY, RAW_BATCH, READ_WRITERS, READERS, build_result
-from controller.listing import ListParams
-from controller.root import Controller
+from controller.data.listing import ListParams
+from controller.runtime.composition import Controller
 from storage.rows import encode
 
 __all__ = ["CONCURRENCY", "run"]
@@ -261,8 +261,8 @@ async def _subject_round(subject: _Subject, plan: Plan) -> dict[str, Any]:
 
 
 async def _measure(plan: Plan, base: Path) -> list[dict[str, Any]]:
-    """Start the controller as ``controller.main`` does (``bench/controller_run.py``: its runtime policy is part of
-    what a user's writes cost), warm up, then alternate baseline slots and subject rounds."""
+    """Start the controller as ``controller.runtime.task_tree`` does (``bench/controller_run.py``: its runtime policy is
+    part of what a user's writes cost), warm up, then alternate baseline slots and subject rounds."""
     raws: list[RawLmdb] = []
     try:
         async with running_controller(base / "controller") as running:

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from controller.logs import configure_logging
-from controller.settings import Settings
+from controller.runtime.logs import configure_logging
+from controller.runtime.settings import Settings
 
 __all__ = ["main", "parse_settings", "serve"]
 
@@ -21,7 +21,7 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # The reference controller's limits for the default admin's credentials (``ziti controller edge init``).
 _USERNAME_LENGTH = (4, 100)
 _PASSWORD_LENGTH = (5, 100)
-# The server key types ensure_pki accepts (controller.authentication.pki.SERVER_KEY_TYPES), spelled out here so that
+# The server key types ensure_pki accepts (controller.certificates.pki.SERVER_KEY_TYPES), spelled out here so that
 # parsing the command line does not import the controller.
 _SERVER_KEY_TYPES = ("rsa", "ec")
 
@@ -107,7 +107,7 @@ def serve(ctx: click.Context, /, **options: Any) -> None:
     DATA_DIR/admin-credentials)."""
     settings = _settings(options, os.environ)
     configure_logging(str(options["log_level"]).upper())
-    from controller.main import run
+    from controller.runtime.task_tree import run
     from storage.store import StoreInUse
 
     try:

@@ -12,7 +12,7 @@ The reference controller's short ids are also made from a clock and a counter; a
 
 Within one millisecond the sequence starts at a random number below half its range, so two processes (or a
 restarted one whose clock went back) rarely meet; a caller that stores ids still checks that the id is free
-(:func:`controller.write_path.create_row`). More ids in one millisecond than the sequence holds borrow the next
+(:func:`controller.data.write_path.create_row`). More ids in one millisecond than the sequence holds borrow the next
 millisecond: ids stay unique and ordered within the process whatever the clock does.
 """
 

@@ -2,7 +2,7 @@
 
 Each mutation runs in its own nested transaction, so one that raises is rolled back alone and the others still
 commit. The batch commits once (one fsync for the whole batch). The async half that collects batches and wakes
-callers lives in ``controller/writer.py``; this module never touches Trio.
+callers lives in ``controller/data/group_commit.py``; this module never touches Trio.
 
 Two ways to drive it: :func:`run_batch` does everything in one call; :func:`apply_all` and :func:`end_batch` split
 the mutations from the commit, so that a caller can run the mutations on one thread and begin and commit the

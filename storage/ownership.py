@@ -1,8 +1,8 @@
 """One process at a time per LMDB environment.
 
-The controller's writer keeps a write transaction open between commits (``controller/writer.py``), so a second
-process writing the same environment would wait for LMDB's write lock forever. Instead it is refused at open, with
-a clear error, by an exclusive ``flock`` on a file beside the data: the kernel drops the lock when the owning
+The controller's writer keeps a write transaction open between commits (``controller/data/group_commit.py``), so a
+second process writing the same environment would wait for LMDB's write lock forever. Instead it is refused at open,
+with a clear error, by an exclusive ``flock`` on a file beside the data: the kernel drops the lock when the owning
 process exits, however it exits, so a crash never leaves the directory claimed.
 """
 

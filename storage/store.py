@@ -6,7 +6,7 @@ that no caller maintains them by hand.
 
 Reads open a read transaction inline (microseconds, never blocks) and never keep it across an ``await``. Writes
 happen only through :class:`WriteTxn`, which the group-commit writer (``storage/batch.py``, driven by
-``controller/writer.py``) opens; only the writer task ever touches it. This module has no async code at all.
+``controller/data/group_commit.py``) opens; only the writer task ever touches it. This module has no async code at all.
 """
 
 from __future__ import annotations
@@ -404,10 +404,9 @@ class Store:
 
     @contextmanager
     def held_writes(self) -> Iterator[None]:
-        """While a writer that keeps LMDB's write lock between commits runs (``controller/writer.py``). Any other
-        write begun on the Trio thread meanwhile would wait for that lock, which only a thread waiting on the Trio
-        thread releases: :func:`storage.batch.run_batch` refuses instead, and so does a second writer
-        (RuntimeError)."""
+        """While a writer that keeps LMDB's write lock between commits runs (``controller/data/group_commit.py``). Any
+        other write begun on the Trio thread meanwhile would wait for that lock, which only a thread waiting on the Trio
+        thread releases: :func:`storage.batch.run_batch` refuses instead, and so does a second writer (RuntimeError)."""
         if self.writes_held:
             raise RuntimeError("a writer already holds this store's writes")
         self.writes_held = True

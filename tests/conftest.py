@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from controller.authentication import password_hashing as passwords
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import (  # noqa: F401  (re-exported for test modules that import from conftest)
     ADMIN_PASSWORD,
     ADMIN_USERNAME,

@@ -17,11 +17,11 @@ import pyotp
 import trio
 from trio.testing import MockClock
 
-from controller.authentication import ensure_pki
-from controller.bootstrap import bootstrap
+from controller.certificates import ensure_pki
 from controller.clock import Clock
-from controller.root import Controller
-from controller.settings import Settings
+from controller.runtime.bootstrap import bootstrap
+from controller.runtime.composition import Controller
+from controller.runtime.settings import Settings
 
 __all__ = ["ADMIN_PASSWORD", "ADMIN_USERNAME", "CLIENT", "MGMT", "TOTP_STEP_SECONDS", "Api", "Reply", "make_settings",
            "make_user", "next_totp", "read_http_response", "running", "seed_pki", "serving", "start_controller", "totp",
@@ -210,7 +210,7 @@ async def running(data_dir: Path, clock: Clock | None = None, **overrides: Any) 
 async def serving(settings: Settings) -> AsyncIterator[tuple[Controller, list[str]]]:
     """Run ``serve_controller`` with ``settings`` (as ``tollgate serve`` does: sockets, TLS, every service) until the
     block ends, then shut it down as on SIGTERM; yields the controller and its bound base URLs."""
-    from controller.main import serve_controller
+    from controller.runtime.task_tree import serve_controller
 
     stop, ready = trio.Event(), trio.Event()
     found: list[tuple[Controller, list[str]]] = []

@@ -3,7 +3,7 @@
 Every request gets a request id, a size check on its body before any other work, the headers old SDKs rely on
 (``ziti-instance-id``, ``server``), and one structured log line (method, path, status, duration, requestId). Secrets
 never reach the log: only the path is logged, never a query string, header or body. A controller with metrics
-(``controller/metrics.py``) also counts each request there, by route template, method and status.
+(``controller/runtime/metrics.py``) also counts each request there, by route template, method and status.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from quart import Blueprint, Response, g, request
 from quart_trio import QuartTrio
 
 from controller.errors import ApiError
-from controller.metrics import metrics_of
-from controller.root import VERSION, Controller
+from controller.runtime.composition import VERSION, Controller
+from controller.runtime.metrics import metrics_of
 from web.client_certs import TlsExtension
-from web.errors import install_error_handlers, render_error
+from web.error_handlers import install_error_handlers, render_error
 from web.guards import bring_ext_jwt_factor
 from web.legacy_paths import LegacyPaths
-from web.resource_routes import register_resource_routes
-from web.routes import Routes
-from web.rules import LazyBuilderRule
+from web.route_table import Routes
+from web.routes.resource_routes import register_resource_routes
+from web.url_rules import LazyBuilderRule
 
 __all__ = ["CLIENT_BASE", "MANAGEMENT_BASE", "create_app"]
 
@@ -38,7 +38,7 @@ _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 def create_app(controller: Controller) -> QuartTrio:
     """Build the application for one controller; routes derive from its registry."""
-    from web import (
+    from web.routes import (
         authenticator_routes,
         ca_routes,
         client_routes,
@@ -60,7 +60,8 @@ def create_app(controller: Controller) -> QuartTrio:
     app.asgi_app = LegacyPaths(TlsExtension(app.asgi_app), CLIENT_BASE)  # type: ignore[method-assign]
     app.url_rule_class = LazyBuilderRule
     app.config["MAX_CONTENT_LENGTH"] = controller.settings.max_body_bytes
-    # A body that stops arriving for this long is answered 408 (see hypercorn_config in controller/main.py).
+    # A body that stops arriving for this long is answered 408 (see hypercorn_config in
+    # controller/runtime/task_tree.py).
     app.config["BODY_TIMEOUT"] = controller.settings.read_timeout
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.json.sort_keys = False  # type: ignore[attr-defined]

@@ -125,7 +125,7 @@ def client_certificate(scope: Mapping[str, Any]) -> x509.Certificate | None:
     """The client certificate of the request ``scope`` describes, or ``None`` if it came without one.
 
     It is the first entry of the ASGI TLS extension's ``client_cert_chain``; TLS has verified it against the
-    trusted CAs (``controller.authentication.tls_contexts``) except for its validity dates, which are the caller's to
+    trusted CAs (``controller.certificates.tls_contexts``) except for its validity dates, which are the caller's to
     check.
 
     Raises:

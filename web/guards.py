@@ -1,7 +1,7 @@
 """Request authentication: the access levels an operation declares, the check that enforces them from the
 ``zt-session`` header, the session it lets in, and the bearer JWTs that satisfy a session's external JWT factor.
 
-Every operation is served behind :func:`admit` for its declared :class:`Access` (``web.routes.Routes.add`` wraps
+Every operation is served behind :func:`admit` for its declared :class:`Access` (``web.route_table.Routes.add`` wraps
 the handler), so a handler never checks authentication itself: it reads the admitted session with
 :func:`current_session`. Every refusal is 401 UNAUTHORIZED, non-admins on admin operations included (never 403).
 """
@@ -15,7 +15,7 @@ from quart import g, request
 from controller.authentication import LiveSession
 from controller.authentication.ext_jwt_login import MAX_BEARER_TOKENS, satisfy_ext_jwt_factor
 from controller.errors import ApiError
-from controller.root import Controller
+from controller.runtime.composition import Controller
 
 __all__ = ["Access", "admit", "bearer_tokens", "bring_ext_jwt_factor", "current_session"]
 

@@ -1,11 +1,11 @@
 """The metrics listener: ``GET /metrics`` in the Prometheus text format, on an address of its own.
 
-Only the operator's ``--metrics-address`` opens it (``controller/main.py`` starts it beside the API server and stops it
-right after that one); the APIs' listener has no such route. It serves plain HTTP with no session, so that a
-scraper needs no credentials: bind it where only the monitoring system reaches. The application is a bare ASGI
-callable around prometheus-client's own exposition, which also answers in the OpenMetrics format to a scraper that
-asks for it and compresses for one that accepts gzip; any other path is 404 and any other method 405. It runs on
-the same Trio server as the APIs (``web/server.py``), with few connections: one scraper or two keep theirs open.
+Only the operator's ``--metrics-address`` opens it (``controller/runtime/task_tree.py`` starts it beside the API server
+and stops it right after that one); the APIs' listener has no such route. It serves plain HTTP with no session, so that
+a scraper needs no credentials: bind it where only the monitoring system reaches. The application is a bare ASGI
+callable around prometheus-client's own exposition, which also answers in the OpenMetrics format to a scraper that asks
+for it and compresses for one that accepts gzip; any other path is 404 and any other method 405. It runs on the same
+Trio server as the APIs (``web/server.py``), with few connections: one scraper or two keep theirs open.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from hypercorn.config import Config
 from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
 from prometheus_client import CollectorRegistry, make_asgi_app
 
-from controller.metrics import METRICS_PATH
-from controller.root import Controller
+from controller.runtime.composition import Controller
+from controller.runtime.metrics import METRICS_PATH
 from web.server import serve
 
 __all__ = ["MAX_CONNECTIONS", "metrics_app", "serve_metrics"]
@@ -29,7 +29,7 @@ _TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 
 
 def metrics_app(registry: CollectorRegistry) -> ASGIFramework:
-    """The ASGI application serving ``registry`` at :data:`~controller.metrics.METRICS_PATH` (GET and HEAD)."""
+    """The ASGI application serving ``registry`` at :data:`~controller.runtime.metrics.METRICS_PATH` (GET and HEAD)."""
     exposition = make_asgi_app(registry)
 
     async def app(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
@@ -77,7 +77,8 @@ async def serve_metrics(controller: Controller, registry: CollectorRegistry, *,
     config = Config()
     config.bind = [address]
     config.accesslog = None  # a scrape every few seconds is not worth a log line
-    config.errorlog = logging.getLogger("hypercorn.error")  # into our JSON handler, as the APIs' (controller/main.py)
+    # into our JSON handler, as the APIs' (controller/runtime/task_tree.py)
+    config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = 5.0
     config.keep_alive_timeout = float(controller.settings.read_timeout)
     config.read_timeout = None

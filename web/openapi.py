@@ -7,9 +7,9 @@ rendered in its dialect by :func:`swagger_schema`: a nullable value carries ``x-
 body is a base definition with a ``discriminator`` plus one ``allOf`` definition per variant, named by ``x-class``.
 
 Nothing here is hand-written per operation. Generic operations (``RouteInfo.kind`` set) derive their parameters,
-bodies and answers from the :class:`~controller.resources.spec.Resource`: request bodies are exactly
-:func:`controller.validation.request_schema`, so what we document is what we enforce. Custom operations describe
-themselves through the optional fields of :class:`~web.routes.RouteInfo`. Every operation documents the error
+bodies and answers from the :class:`~controller.model.spec.Resource`: request bodies are exactly
+:func:`controller.model.validation.request_schema`, so what we document is what we enforce. Custom operations describe
+themselves through the optional fields of :class:`~web.route_table.RouteInfo`. Every operation documents the error
 answers it can give: 400 with parameters or a body, 401 with a session, 404 with a path id, 413 with a body, and
 what ``RouteInfo.errors`` and ``Resource.errors`` add; a 429 carries ``Retry-After``.
 """
@@ -20,11 +20,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controller.registry import Registry
-from controller.resources.spec import Mode, Resource
-from controller.root import VERSION
-from controller.validation import request_schema
-from web.routes import RouteInfo
+from controller.model.registry import Registry
+from controller.model.spec import Mode, Resource
+from controller.model.validation import request_schema
+from controller.runtime.composition import VERSION
+from web.route_table import RouteInfo
 
 __all__ = ["API_VERSION", "BASE_PATHS", "SPEC_IDS", "build_document", "swagger_schema"]
 
@@ -262,7 +262,7 @@ class _Builder:
         if info.consumes != "application/json":
             op["consumes"] = [kind.strip() for kind in info.consumes.split(",")]
         if info.produces != "application/json":
-            # Error answers are JSON envelopes whatever a success carries (web/errors.py).
+            # Error answers are JSON envelopes whatever a success carries (web/error_handlers.py).
             media_types = [kind.strip() for kind in info.produces.split(",")]
             op["produces"] = [*media_types, *(["application/json"] if "application/json" not in media_types else [])]
         return op
@@ -330,7 +330,8 @@ class _Builder:
                 "allOf": [_ref(name), swagger_schema(part)], "x-class": variant.value}
         selector: dict[str, Any] = {"type": "string", "enum": values}
         if mode is Mode.UPDATE:
-            # A PUT without the discriminator, or with null, keeps the stored one (controller.domain.Domain.replace).
+            # A PUT without the discriminator, or with null, keeps the stored one
+            # (controller.data.domain.Domain.replace).
             selector = {"anyOf": [selector, {"type": "null"}]}
         properties = {discriminator: selector, **base["properties"]}
         self.definitions[name] = {**_stored_key_rules(resource, swagger_schema(

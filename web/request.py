@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 from quart import request
 
+from controller.data.listing import ListParams
 from controller.errors import ApiError, field_cause, nested_cause
-from controller.listing import ListParams
 
 __all__ = ["list_params", "read_json"]
 

@@ -5,7 +5,7 @@ reported through ``task_status``, the shutdown trigger, in-flight requests given
 finish), except that:
 
 * TLS listeners use :func:`tls_context`: hypercorn's TLS settings, plus a client certificate requested (optional)
-  and verified against the CAs of a :class:`~controller.authentication.tls_contexts.TlsContexts`; ``config.ca_certs``,
+  and verified against the CAs of a :class:`~controller.certificates.tls_contexts.TlsContexts`; ``config.ca_certs``,
   ``verify_mode`` and ``verify_flags`` are not used.
 * Each accepted TLS connection is handshaken here first; what the handshake established is recorded in
   :data:`web.client_certs.PEER_CONNECTIONS` for as long as the connection stays open, where
@@ -55,7 +55,7 @@ from hypercorn.typing import (
 )
 from hypercorn.utils import ShutdownError, parse_socket_addr, raise_shutdown, repr_socket_addr, wrap_app
 
-from controller.authentication.tls_contexts import TlsContexts
+from controller.certificates.tls_contexts import TlsContexts
 from web.client_certs import PEER_CONNECTIONS, TlsConnection
 
 __all__ = ["serve", "tls_context"]

@@ -3,6 +3,6 @@
 ``controller.admin.verbs.cli`` is the click group ``controller.cli.main`` runs: ``serve`` and every admin verb.
 """
 
-from controller.admin.client import AdminClient, AdminError, ConnectionProblem
+from controller.admin.admin_client import AdminClient, AdminError, ConnectionProblem
 
 __all__ = ["AdminClient", "AdminError", "ConnectionProblem"]

@@ -6,8 +6,8 @@ deletes of what the file does not name. Creates and updates come in dependency o
 posture checks, services, identities, then policies), each kind's entities by name; deletes come last, in the
 reverse order. Applying a plan and planning again with the same file gives an empty plan.
 
-:func:`execute` carries a plan out through an :class:`controller.admin.client.AdminClient`, turning names back into
-ids as it goes (an entity created earlier in the plan is referred to by its new id).
+:func:`execute` carries a plan out through an :class:`controller.admin.admin_client.AdminClient`, turning names back
+into ids as it goes (an entity created earlier in the plan is referred to by its new id).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from controller.admin.client import AdminClient, AdminError, ConnectionProblem
+from controller.admin.admin_client import AdminClient, AdminError, ConnectionProblem
 from controller.admin.export import DEFAULT_AUTH_POLICY_ID, Current
 from controller.admin.model_file import KIND_ORDER, Entity, FieldSpec, Model, ModelError, entity_fields
 

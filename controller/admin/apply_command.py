@@ -19,9 +19,9 @@ from typing import IO
 import click
 
 from controller.admin.apply import ApplyFailed, Change, execute, plan
-from controller.admin.context import State, controller_option, pass_state
 from controller.admin.exits import ExitCode, fail
 from controller.admin.export import dump_model, read_current
+from controller.admin.invocation import State, controller_option, pass_state
 from controller.admin.model_file import ModelError, parse_model
 
 __all__ = ["PROGRESS_THRESHOLD", "apply_command", "export_command"]

@@ -60,7 +60,7 @@ class Profile:
 
     @property
     def verify(self) -> str | bool:
-        """What :class:`controller.admin.client.AdminClient` takes as ``verify``."""
+        """What :class:`controller.admin.admin_client.AdminClient` takes as ``verify``."""
         return self.ca if self.ca is not None else True
 
     @property

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from controller.admin.context import State, controller_option, emit, output_options, pass_state
 from controller.admin.exits import ExitCode, stop
+from controller.admin.invocation import State, controller_option, emit, output_options, pass_state
 from controller.admin.output import cell
 
 __all__ = ["db", "integrity_report"]

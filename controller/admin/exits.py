@@ -17,7 +17,7 @@ from enum import IntEnum
 
 import click
 
-from controller.admin.client import AdminError, ConnectionProblem
+from controller.admin.admin_client import AdminError, ConnectionProblem
 from controller.admin.config import ConfigProblem, NotLoggedIn
 from controller.admin.output import error_line
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from controller.admin.client import AdminClient
+from controller.admin.admin_client import AdminClient
 from controller.admin.model_file import KIND_ORDER, REQUIRED, Entity, Model, entity_fields
 from controller.resources.seeded_config_types import SEEDED_CONFIG_TYPES
 
@@ -144,8 +144,8 @@ def read_current(client: AdminClient, builtin: Model = BUILTIN) -> Current:
     """The current state of the controller ``client`` talks to (one paged list per kind).
 
     Raises:
-        controller.admin.client.AdminError: the controller refused a list (not an admin...).
-        controller.admin.client.ConnectionProblem: the controller cannot be reached.
+        controller.admin.admin_client.AdminError: the controller refused a list (not an admin...).
+        controller.admin.admin_client.ConnectionProblem: the controller cannot be reached.
     """
     rows = {kind: client.list_all(kind) for kind in (*KIND_ORDER, *LOOKUP_KINDS)}
     return current_from_rows(rows, builtin)

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from controller.admin.client import AdminClient
+from controller.admin.admin_client import AdminClient
 
 __all__ = ["OS_TYPES", "Converter", "Flag", "FlagContext", "as_list", "enrollment", "json_document",
            "operating_systems", "processes", "reference", "references", "roles", "tags", "text", "text_or_file"]

@@ -49,8 +49,8 @@ import yaml
 
 from controller.admin import model_values as values
 from controller.admin.model_values import Check, ModelError
+from controller.check_types.bodies import CHECK_TYPES, normalize_check
 from controller.errors import FieldError
-from controller.posture.normalize import CHECK_TYPES, normalize_check
 
 __all__ = [
     "KINDS",

@@ -11,13 +11,21 @@ from typing import Any
 import click
 
 from controller.admin.apply_command import apply_command, export_command
-from controller.admin.context import AdminGroup, State, controller_option, emit, emit_rows, output_options, pass_state
 from controller.admin.database import db
+from controller.admin.edit_verbs import create, update
 from controller.admin.exits import EXIT_HELP
+from controller.admin.invocation import (
+    AdminGroup,
+    State,
+    controller_option,
+    emit,
+    emit_rows,
+    output_options,
+    pass_state,
+)
 from controller.admin.kinds import KINDS, Kind, find_kind
-from controller.admin.login import controllers, login, logout, use
+from controller.admin.login_verbs import controllers, login, logout, use
 from controller.admin.views import policy_advice, posture
-from controller.admin.writes import create, update
 from controller.cli import serve
 
 __all__ = ["KindType", "cli"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from controller.admin.context import State, controller_option, emit, output_options, pass_state
+from controller.admin.invocation import State, controller_option, emit, output_options, pass_state
 from controller.admin.output import cell
 
 __all__ = ["advice_report", "policy_advice", "posture", "posture_report"]

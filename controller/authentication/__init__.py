@@ -1,4 +1,4 @@
-"""Who a caller is: API sessions, the ways to log in and enrol, MFA, lockout, disabling, and the controller's PKI.
+"""Who a caller is: API sessions, the ways to log in and enrol, MFA, lockout and disabling.
 
 The rest of the controller and the web layer import what they need from here; the modules behind it are:
 
@@ -7,7 +7,7 @@ The rest of the controller and the web layer import what they need from here; th
 * ``login``: the one entry of every login method;
 * ``password_hashing``, ``hashing`` and ``password_login``: scrypt hashes of updb passwords, the bounded work of
   making and checking them, and login by password;
-* ``certificate_login`` and ``external_id``: login by client certificate, and a CA's external-id claim;
+* ``certificate_login``: login by client certificate (the certificates themselves: ``controller.certificates``);
 * ``ext_jwt_login``: login by an external identity provider's JWT, and that JWT as a second factor;
 * ``enrollment``, ``router_enrollment``, ``ca_enrollment`` and ``enrollment_admin``: enrolment by identities,
   routers and third-party CAs' certificates, and the enrollments admins make;
@@ -16,10 +16,6 @@ The rest of the controller and the web layer import what they need from here; th
 * ``lockout``, ``throttle`` and ``disable``: consecutive wrong passwords, throttles on guessing passwords and MFA
   codes, and an identity's disabled window;
 * ``mfa``: TOTP enrolment, verification and recovery codes;
-* ``pki`` and ``server_names``: the controller's CA and TLS server certificate;
-* ``csr``, ``issuing`` and ``signing``: certificates signed for CSRs, and JWTs signed with the server key;
-* ``tls_contexts`` and ``client_certificates``: the live TLS contexts (the CAs they accept client certificates
-  from, the server certificate they present), and which CA vouches for a client certificate;
 * ``enrollment_jwt``: the JWTs clients enrol with;
 * ``jwks`` and ``external_jwt``: verifying JWTs of external identity providers.
 """
@@ -29,16 +25,12 @@ from controller.authentication.api_sessions import ApiSessions, ApiSessionsStati
 from controller.authentication.disable import DISABLE_SCHEMA, disable_identity, enable_identity
 from controller.authentication.enrollment_jwt import EnrollmentJwts, load_token_key
 from controller.authentication.hashing import PasswordHashing
-from controller.authentication.issuing import Issuer
 from controller.authentication.jwks import JwksCache
 from controller.authentication.login import Credentials, login
 from controller.authentication.mfa import MFA_AUTH_QUERY, MFA_CODE_SCHEMA, MfaService
 from controller.authentication.password_hashing import hash_password
 from controller.authentication.password_login import login_password
-from controller.authentication.pki import Pki, PkiError, cacerts_pkcs7_b64, ensure_pki
-from controller.authentication.signing import TokenSigner
 from controller.authentication.throttle import GuessThrottles
-from controller.authentication.tls_contexts import TlsContexts
 
 __all__ = [
     "API_SESSIONS",
@@ -50,19 +42,12 @@ __all__ = [
     "Credentials",
     "EnrollmentJwts",
     "GuessThrottles",
-    "Issuer",
     "JwksCache",
     "LiveSession",
     "MfaService",
     "PasswordHashing",
-    "Pki",
-    "PkiError",
-    "TlsContexts",
-    "TokenSigner",
-    "cacerts_pkcs7_b64",
     "disable_identity",
     "enable_identity",
-    "ensure_pki",
     "hash_password",
     "load_token_key",
     "login",

@@ -34,11 +34,11 @@ from cryptography import x509
 from controller.authentication.lockout import FailedLogins
 from controller.authentication.session_certificates import record_session_certificate
 from controller.clock import format_time, parse_time
-from controller.domain import Domain
+from controller.data.domain import Domain
+from controller.data.write_path import create_row, delete_row
 from controller.errors import ApiError
-from controller.resources.context import WriteContext
+from controller.model.context import WriteContext
 from controller.resources.identities import identity_disabled
-from controller.write_path import create_row, delete_row
 
 __all__ = ["KIND", "PARTIAL_SECONDS", "TOKEN_DIGEST", "ApiSessions", "ApiSessionsStatistics", "LiveSession",
            "token_digest"]

@@ -20,14 +20,14 @@ from typing import Any
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from controller.authentication.client_certificates import issuing_ca, within_validity
 from controller.authentication.enrollment import EnrollmentRequest, refuse_certificate_in_use
-from controller.authentication.external_id import ExternalIdError, external_id
-from controller.authentication.issuing import certificate_pem, fingerprint
+from controller.certificates.client_certificates import issuing_ca, within_validity
+from controller.certificates.external_id import ExternalIdError, external_id
+from controller.certificates.issuing import certificate_pem, fingerprint
+from controller.data.write_path import create_row
 from controller.errors import ApiError, nested_cause
 from controller.ids import new_id
-from controller.resources.context import WriteContext
-from controller.write_path import create_row
+from controller.model.context import WriteContext
 
 __all__ = ["enroll_through_ca", "identity_name"]
 

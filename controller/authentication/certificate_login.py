@@ -17,10 +17,10 @@ from typing import Any
 
 from cryptography import x509
 
-from controller.authentication.client_certificates import issuing_ca, login_ca, network_issued, within_validity
-from controller.authentication.external_id import ExternalIdError, external_id
-from controller.authentication.issuing import fingerprint
 from controller.authentication.session_start import auth_policy, start_session
+from controller.certificates.client_certificates import issuing_ca, login_ca, network_issued, within_validity
+from controller.certificates.external_id import ExternalIdError, external_id
+from controller.certificates.issuing import fingerprint
 from controller.errors import ApiError
 
 __all__ = ["EXTERNAL_ID_AUTHENTICATOR", "login_certificate"]

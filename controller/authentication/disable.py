@@ -10,12 +10,12 @@ from typing import Any
 
 from controller.authentication.api_sessions import KIND as API_SESSIONS
 from controller.clock import format_time
+from controller.data.write_path import delete_row, put_row
 from controller.errors import ApiError, field_cause, not_found
-from controller.resources.context import WriteContext
+from controller.model.context import WriteContext
+from controller.model.spec import Mode
+from controller.model.validation import SchemaCheck
 from controller.resources.identities import identity_disabled
-from controller.resources.spec import Mode
-from controller.validation import SchemaCheck
-from controller.write_path import delete_row, put_row
 
 __all__ = ["DISABLE_SCHEMA", "disable", "disable_identity", "enable_identity"]
 

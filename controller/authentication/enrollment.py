@@ -23,14 +23,14 @@ from typing import Any
 
 from cryptography import x509
 
-from controller.authentication.client_certificates import ca_certificate, within_validity
-from controller.authentication.csr import load_csr
-from controller.authentication.issuing import certificate_pem, fingerprint, issued_by
+from controller.certificates.client_certificates import ca_certificate, within_validity
+from controller.certificates.csr import load_csr
+from controller.certificates.issuing import certificate_pem, fingerprint, issued_by
 from controller.clock import parse_time
+from controller.data.write_path import create_row, delete_row
 from controller.errors import ApiError, field_cause
-from controller.resources.context import WriteContext
+from controller.model.context import WriteContext
 from controller.resources.enrollments import TOKEN_DIGEST
-from controller.write_path import create_row, delete_row
 
 __all__ = ["Enrolled", "EnrollmentRequest", "claim", "enroll", "issue_time", "refuse_certificate_in_use"]
 

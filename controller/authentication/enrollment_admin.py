@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.authentication.client_certificates import issuing_ca, network_issued
-from controller.authentication.issuing import load_certificates
+from controller.certificates.client_certificates import issuing_ca, network_issued
+from controller.certificates.issuing import load_certificates
 from controller.clock import parse_time
+from controller.data.write_path import delete_row
 from controller.errors import ApiError, field_cause, not_found
-from controller.resources.context import WriteContext
+from controller.model.context import WriteContext
+from controller.model.validation import SchemaCheck
 from controller.resources.enrollments import CREATE_SCHEMA, REFRESH_SCHEMA, refresh_enrollment, request_enrollment
-from controller.validation import SchemaCheck
-from controller.write_path import delete_row
 
 __all__ = ["create_enrollment", "reenroll_authenticator", "refresh"]
 

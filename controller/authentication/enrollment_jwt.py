@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controller.authentication.pki import write_private_file
-from controller.authentication.signing import TokenSigner
+from controller.certificates.pki import write_private_file
+from controller.certificates.signing import TokenSigner
 from controller.resources.enrollments import TOKEN_DIGEST, TOKEN_NONCE, enrollment_claims
 
 __all__ = ["EnrollmentJwts", "load_token_key"]

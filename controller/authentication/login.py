@@ -17,7 +17,7 @@ from controller.authentication.certificate_login import login_certificate
 from controller.authentication.ext_jwt_login import login_external_jwt, satisfy_ext_jwt_factor
 from controller.authentication.password_login import login_password
 from controller.errors import ApiError
-from controller.metrics import note_login_failure
+from controller.runtime.metrics import note_login_failure
 
 __all__ = ["Credentials", "login"]
 
@@ -46,7 +46,7 @@ async def login(controller: Any, method: str, credentials: Credentials) -> dict[
 
     The session starts partially authenticated when it owes a second factor; a bearer JWT of this request that
     satisfies the external JWT factor is taken into account before this returns. A refusal counts as a login failure
-    of ``method`` in the controller's metrics (``controller/metrics.py``), if it has any.
+    of ``method`` in the controller's metrics (``controller/runtime/metrics.py``), if it has any.
 
     Raises:
         ApiError: 400 INVALID_AUTH_METHOD for another method; 401 INVALID_AUTH when the credentials do not

@@ -29,13 +29,13 @@ from controller.authentication.throttle import MFA_LOCKOUT_FAILURES, MFA_LOCKOUT
 from controller.clock import format_time
 from controller.errors import ApiError, not_found
 from controller.ids import new_id
-from controller.metrics import note_login_failure
+from controller.model.context import WriteContext
 from controller.posture.engine import record_mfa_removal
-from controller.resources.context import WriteContext
+from controller.runtime.metrics import note_login_failure
 
 if TYPE_CHECKING:
     from controller.authentication import LiveSession
-    from controller.root import Controller
+    from controller.runtime.composition import Controller
 
 __all__ = ["ISSUER", "MFA_AUTH_QUERY", "MFA_CODE_SCHEMA", "QR_SIZE", "MfaService", "provisioning_url",
            "qr_png", "recovery_codes"]

@@ -15,16 +15,16 @@ from typing import Any
 
 from cryptography import x509
 
-from controller.authentication.client_certificates import network_issued
-from controller.authentication.csr import load_csr
 from controller.authentication.enrollment import issue_time
-from controller.authentication.issuing import certificate_pem, fingerprint, load_certificates
+from controller.certificates.client_certificates import network_issued
+from controller.certificates.csr import load_csr
+from controller.certificates.issuing import certificate_pem, fingerprint, load_certificates
+from controller.data.write_path import delete_row, write_internal
 from controller.errors import ApiError, field_cause, not_found
+from controller.model.context import WriteContext
+from controller.model.spec import Mode
+from controller.model.validation import SchemaCheck
 from controller.resources.authenticators import PASSWORD, USERNAME
-from controller.resources.context import WriteContext
-from controller.resources.spec import Mode
-from controller.validation import SchemaCheck
-from controller.write_path import delete_row, write_internal
 
 __all__ = ["EXTEND_SCHEMA", "EXTEND_VERIFY_SCHEMA", "OWN_PATCH_SCHEMA", "OWN_UPDATE_SCHEMA", "change_password",
            "extend_certificate", "own_authenticator_ids", "verify_extension"]

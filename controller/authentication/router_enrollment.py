@@ -14,13 +14,13 @@ from typing import Any
 
 from cryptography import x509
 
-from controller.authentication.csr import load_csr
 from controller.authentication.enrollment import Enrolled, EnrollmentRequest, claim, issue_time
-from controller.authentication.issuing import certificate_pem, fingerprint
+from controller.certificates.csr import load_csr
+from controller.certificates.issuing import certificate_pem, fingerprint
+from controller.data.write_path import delete_row, write_internal
 from controller.errors import ApiError, field_cause, not_found
-from controller.resources.context import WriteContext
+from controller.model.context import WriteContext
 from controller.resources.enrollments import ROUTER_KINDS, start_router_enrollment
-from controller.write_path import delete_row, write_internal
 
 __all__ = ["enroll_router", "extend_router", "reenroll_router"]
 

@@ -5,7 +5,7 @@ An API session's certificates are the client certificates it may present to edge
 (:func:`record_session_certificate`, in the login's write); any fully authenticated session may ask for short-lived
 ones (:func:`create_session_certificate`), which is how password and JWT sessions get one.
 
-Issued certificates follow Tollgate's one issuing profile (:mod:`controller.authentication.issuing`): the subject
+Issued certificates follow Tollgate's one issuing profile (:mod:`controller.certificates.issuing`): the subject
 is chosen by the controller, not copied from the CSR as the reference does, and is ``CN=<API session id>,
 O=Tollgate``, so that a certificate names the session it was issued for and can never pass for an identity's
 enrolled certificate (whose common name is the identity id). They are valid :data:`SESSION_CERTIFICATE_VALIDITY`
@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
-from controller.authentication.csr import load_csr
-from controller.authentication.issuing import certificate_pem, fingerprint
+from controller.certificates.csr import load_csr
+from controller.certificates.issuing import certificate_pem, fingerprint
 from controller.clock import format_time
+from controller.data.present import link
+from controller.data.write_path import create_row, delete_row
 from controller.errors import ApiError, not_found
-from controller.present import link
-from controller.resources.context import ReadContext, WriteContext
-from controller.resources.session_certificates import KIND, PATH
-from controller.write_path import create_row, delete_row
+from controller.model.context import ReadContext, WriteContext
+from controller.resources.api_session_certificates import KIND, PATH
 
 if TYPE_CHECKING:
     from controller.authentication.api_sessions import LiveSession
-    from controller.root import Controller
+    from controller.runtime.composition import Controller
 
 __all__ = [
     "CSR_FIELD",

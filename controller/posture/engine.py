@@ -4,7 +4,7 @@
 identity (:class:`LiveIdentity`) keeps in memory its state, its Dial/Bind sessions and its plan
 (``controller/posture/plan.py``); a step hands the machine everything queued, then carries out the transition:
 
-* **Writes are queued, not awaited** (``controller/posture/step_writes.py``): the actor goes on with the next
+* **Writes are queued, not awaited** (``controller/posture/persistence.py``): the actor goes on with the next
   messages while the write waits for its group commit (written behind: the state is at most one commit behind
   the actor). An identity has at most one write queued and not yet begun; a later step merges into it. Whatever a
   step changed (a session created or revoked, a report recorded) is durable before anyone hears of it: the
@@ -31,10 +31,11 @@ from typing import Any, TypeVar
 import trio
 
 from actors.lateness import LatenessRecorder
-from actors.registry import ActorRegistry, OneShot
-from controller.domain import Domain
+from actors.live_actors import ActorRegistry, OneShot
+from controller.data.domain import Domain
 from controller.errors import ApiError
 from controller.ids import new_id
+from controller.model.context import Change
 from controller.posture import machine
 from controller.posture.machine import SessionRef, Transition
 from controller.posture.messages import (
@@ -51,9 +52,7 @@ from controller.posture.messages import (
     Settle,
     WriteFailed,
 )
-from controller.posture.plan import IdentityPlan, identity_plan
-from controller.posture.state import IdentityState, decode_state
-from controller.posture.step_writes import (
+from controller.posture.persistence import (
     PENDING_KIND,
     SESSIONS,
     STATE_KIND,
@@ -64,7 +63,8 @@ from controller.posture.step_writes import (
     record_mfa_removal,
     send_replies,
 )
-from controller.resources.context import Change
+from controller.posture.plan import IdentityPlan, identity_plan
+from controller.posture.state import IdentityState, decode_state
 
 __all__ = ["PENDING_KIND", "STATE_KIND", "IdentityBehavior", "LiveIdentity", "PostureEngine", "record_mfa_removal"]
 
@@ -85,7 +85,7 @@ class LiveIdentity:
 
 
 class IdentityBehavior:
-    """The shell of an identity actor (see :class:`actors.registry.Behavior`).
+    """The shell of an identity actor (see :class:`actors.live_actors.Behavior`).
 
     ``evaluate_posture`` False is the global off switch: sessions are decided and re-checked on policies alone.
     """

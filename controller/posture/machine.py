@@ -15,7 +15,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from actors.registry import OneShot
+from actors.live_actors import OneShot
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause, not_found
 from controller.posture.messages import (

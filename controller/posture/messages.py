@@ -3,7 +3,7 @@
 
 Callers outside the engine do not build these: :class:`controller.posture.engine.PostureEngine` offers a method for
 each thing a caller wants. Posture payloads are plain mappings in wire names, as the Client API received and
-validated them. Replies travel through a :class:`~actors.registry.OneShot`.
+validated them. Replies travel through a :class:`~actors.live_actors.OneShot`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from actors.registry import OneShot
+from actors.live_actors import OneShot
 
 __all__ = [
     "ApiSessionEnded",

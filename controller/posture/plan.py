@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.policies import reachable, row, rows, selected_ids, selecting_policy_ids
-from controller.posture.access import access_digest, linking_policies, policy_checks, service_permissions_map
+from controller.access.grants import access_digest, linking_policies, policy_checks, service_permissions_map
+from controller.access.policy_links import reachable, row, rows, selected_ids, selecting_policy_ids
+from controller.model.context import ReadContext
 from controller.posture.records import MfaState, PostureData, mfa_timeout
 from controller.posture.rules import PASS, TIMED_OUT, MfaRule, Rule, compile_rule, failure_entry
-from controller.resources.context import ReadContext
 from storage.store import Store
 
 __all__ = ["AccessPlan", "IdentityPlan", "Prompt", "ServiceAccess", "identity_plan", "rule_of"]

@@ -9,13 +9,13 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from controller.access.grants import policies_by_service, policy_checks
 from controller.clock import format_time, parse_time
-from controller.posture.access import policies_by_service, policy_checks
+from controller.data.present import link
+from controller.model.context import ReadContext
 from controller.posture.plan import rule_of
 from controller.posture.records import MfaState, mfa_timeout, mfa_timeout_remaining
 from controller.posture.state import IdentityState
-from controller.present import link
-from controller.resources.context import ReadContext
 
 __all__ = ["is_legacy_sdk", "posture_queries", "service_permissions"]
 

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 from msgspec.structs import replace
 
-from controller.posture.normalize import canonical_mac, clean_hex
+from controller.check_types.bodies import canonical_mac, clean_hex
 
 __all__ = [
     "MAX_PROCESSES",

@@ -2,11 +2,11 @@
 verdict (the hot path: every re-check of an identity's sessions) and the full report (a refused session request,
 the client's posture queries).
 
-Rules per type (a check is the stored row in wire names, as ``controller/posture/normalize.py`` stores it):
+Rules per type (a check is the stored row in wire names, as ``controller/check_types/bodies.py`` stores it):
 
 * OS: the reported type (case-insensitive) must be listed; its ``versions`` empty, or the reported version within
-  one range (:func:`controller.posture.versions.version_matches`, build rule included);
-* MAC: a reported address equals a check address after :func:`~controller.posture.normalize.canonical_mac`;
+  one range (:func:`controller.check_types.os_versions.version_matches`, build rule included);
+* MAC: a reported address equals a check address after :func:`~controller.check_types.bodies.canonical_mac`;
 * DOMAIN: the reported domain equals a listed one case-insensitively (no trimming, no suffix matching);
 * PROCESS: the record submitted for this check id is running and matches the hashes / signer fingerprint
   (case-insensitive; empty means any);
@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from controller.posture.normalize import canonical_mac, clean_hex
+from controller.check_types.bodies import canonical_mac, clean_hex
+from controller.check_types.os_versions import version_matches
 from controller.posture.records import (
     MFA_GRACE_SECONDS,
     MfaState,
@@ -35,7 +36,6 @@ from controller.posture.records import (
     mfa_timeout_remaining,
     prompt_expired,
 )
-from controller.posture.versions import version_matches
 
 __all__ = ["FAIL", "PASS", "TIMED_OUT", "CheckResult", "MfaRule", "Rule", "compile_rule", "evaluate_check",
            "failure_entry", "process_meets"]
@@ -218,7 +218,7 @@ class _DomainRule(Rule):
 
 def process_meets(record: ProcessRecord | None, hashes: frozenset[str], fingerprints: frozenset[str]) -> bool:
     """A running, fresh record whose hash is one of ``hashes`` and some signer one of ``fingerprints`` (empty means
-    any). Both sides are :func:`~controller.posture.normalize.clean_hex` ed: the rule's when it is compiled, the
+    any). Both sides are :func:`~controller.check_types.bodies.clean_hex` ed: the rule's when it is compiled, the
     record's when it is received (``controller.posture.machine.apply_response``)."""
     if record is None or record.timed_out or not record.is_running:
         return False

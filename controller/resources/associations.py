@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.policies import selected_ids, selecting_policy_ids
-from controller.resources.context import ReadContext
-from controller.resources.spec import Association
+from controller.access.policy_links import selected_ids, selecting_policy_ids
+from controller.model.context import ReadContext
+from controller.model.spec import Association
 
 __all__ = ["ASSOCIATIONS"]
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.authentication.client_certificates import issuing_ca, network_issued, verified_ca
-from controller.authentication.issuing import fingerprint, load_certificates
+from controller.certificates.client_certificates import issuing_ca, network_issued, verified_ca
+from controller.certificates.issuing import fingerprint, load_certificates
+from controller.data.write_path import delete_row
 from controller.errors import ApiError, FieldError, field_cause
-from controller.resources.context import ReadContext, WriteContext
-from controller.resources.fields import string_field
-from controller.resources.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
-from controller.write_path import delete_row
-from storage.query import FieldType
+from controller.model.context import ReadContext, WriteContext
+from controller.model.fields import string_field
+from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from storage.zitiql import FieldType
 
 __all__ = ["AUTHENTICATORS", "METHODS", "PASSWORD", "USERNAME", "identity_authenticators"]
 

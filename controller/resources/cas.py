@@ -12,7 +12,7 @@ identities enrolled through it stay, but their certificates no longer chain to a
 ``identityRoles`` are the role attributes an identity enrolled through the CA receives (plain attributes, as an
 identity's ``roleAttributes``, not selectors); ``identityNameFormat`` names it (:data:`DEFAULT_NAME_FORMAT` when
 empty); ``externalIdClaim`` says where its certificates carry the identity's ``externalId``
-(``controller/authentication/external_id.py``).
+(``controller/certificates/external_id.py``).
 
 ``externalIdClaim`` on writes:
 
@@ -23,7 +23,7 @@ empty); ``externalIdClaim`` says where its certificates carry the identity's ``e
   is what the reference's ``externalIdClaimPatch`` means, and what its CLI relies on: ``ziti edge update ca`` always
   sends ``externalIdClaim``, holding only the fields given on its command line (often none).
 * every write (not only create, as in the reference) refuses a claim that can never yield an id
-  (:func:`~controller.authentication.external_id.claim_problem`) with 400 REFERENCED_ENTITY_NOT_FOUND: a claim that
+  (:func:`~controller.certificates.external_id.claim_problem`) with 400 REFERENCED_ENTITY_NOT_FOUND: a claim that
   is wrong after an update would otherwise fail every login and enrolment through the CA, silently.
 """
 
@@ -37,18 +37,18 @@ from typing import Any
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from controller.authentication.client_certificates import ca_certificate, within_validity
-from controller.authentication.external_id import claim_problem
-from controller.authentication.issuing import fingerprint, issued_by, load_certificates
+from controller.access.roles import check_attributes
+from controller.certificates.client_certificates import ca_certificate, within_validity
+from controller.certificates.external_id import claim_problem
+from controller.certificates.issuing import fingerprint, issued_by, load_certificates
 from controller.clock import format_time
+from controller.data.write_path import put_row
 from controller.errors import ApiError, FieldError, field_cause, nested_cause, not_found
-from controller.resources.context import ReadContext, WriteContext
-from controller.resources.fields import NAME, REQUIRED_CU, STRING_LIST, bool_field, object_field, string_field
-from controller.resources.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
-from controller.roles import check_attributes
-from controller.validation import SchemaCheck
-from controller.write_path import put_row
-from storage.query import FieldType
+from controller.model.context import ReadContext, WriteContext
+from controller.model.fields import NAME, REQUIRED_CU, STRING_LIST, bool_field, object_field, string_field
+from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from controller.model.validation import SchemaCheck
+from storage.zitiql import FieldType
 
 __all__ = [
     "CAS",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from controller.registry import Registry
+from controller.model.registry import Registry
+from controller.model.spec import Resource
+from controller.resources.api_session_certificates import API_SESSION_CERTIFICATES
 from controller.resources.associations import ASSOCIATIONS
 from controller.resources.authenticators import AUTHENTICATORS
 from controller.resources.cas import CAS
@@ -16,9 +18,7 @@ from controller.resources.router_policies import EDGE_ROUTER_POLICIES, SERVICE_E
 from controller.resources.routers import EDGE_ROUTERS, ROUTERS
 from controller.resources.service_configs import SERVICE_CONFIGS
 from controller.resources.services import SERVICE_POLICIES, SERVICES
-from controller.resources.session_certificates import API_SESSION_CERTIFICATES
 from controller.resources.sessions import API_SESSIONS, AUTH_POLICIES
-from controller.resources.spec import Resource
 from controller.resources.terminators import TERMINATORS
 from storage.store import KindLayout
 

@@ -21,11 +21,11 @@ import referencing.exceptions
 
 from controller.clock import format_time
 from controller.errors import FieldError
-from controller.resources.context import Change, WriteContext
-from controller.resources.fields import NAME, REQUIRED_CU, object_field, string_field
-from controller.resources.spec import CREATE_ONLY, Hooks, Mode, Resource
-from controller.validation import validate_schema
-from storage.query import FieldType, Symbol
+from controller.model.context import Change, WriteContext
+from controller.model.fields import NAME, REQUIRED_CU, object_field, string_field
+from controller.model.spec import CREATE_ONLY, Hooks, Mode, Resource
+from controller.model.validation import validate_schema
+from storage.zitiql import FieldType, Symbol
 
 __all__ = ["CONFIGS", "CONFIG_TYPES", "check_service_configs"]
 

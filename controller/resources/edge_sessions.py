@@ -7,11 +7,11 @@ from typing import Any
 
 import msgspec
 
-from controller.policies import rows, selecting_policy_ids
-from controller.present import entity_ref
-from controller.resources.context import ReadContext
-from controller.resources.fields import string_field, string_list
-from controller.resources.spec import CREATE_ONLY, Hooks, Resource
+from controller.access.policy_links import rows, selecting_policy_ids
+from controller.data.present import entity_ref
+from controller.model.context import ReadContext
+from controller.model.fields import string_field, string_list
+from controller.model.spec import CREATE_ONLY, Hooks, Resource
 
 __all__ = ["SAME_REQUEST", "SESSIONS", "session_edge_routers"]
 
@@ -29,7 +29,7 @@ def session_edge_routers(ctx: ReadContext, row: Mapping[str, Any]) -> msgspec.Ra
     Kept across snapshots while the access kinds stand, per (the identity's router policies, service): every
     session of a service at the large model lists hundreds of routers, and encoding them was a sizeable part of
     each session decision's answer."""
-    from controller.posture.access import common_edge_routers
+    from controller.access.grants import common_edge_routers
 
     identity = ctx.txn.get("identities", row["identityId"])
     service = ctx.txn.get("services", row["serviceId"])

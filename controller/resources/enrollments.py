@@ -19,13 +19,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.clock import format_time, parse_time
+from controller.data.present import entity_ref
+from controller.data.write_path import create_row, put_row
 from controller.errors import ApiError, field_cause, nested_cause, not_found
-from controller.present import entity_ref
-from controller.resources.context import EnrollmentSecrets, ReadContext, WriteContext
-from controller.resources.fields import string_field
-from controller.resources.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
-from controller.write_path import create_row, put_row
-from storage.query import FieldType
+from controller.model.context import EnrollmentSecrets, ReadContext, WriteContext
+from controller.model.fields import string_field
+from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from storage.zitiql import FieldType
 
 __all__ = [
     "CREATE_SCHEMA",

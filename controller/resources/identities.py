@@ -6,12 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.clock import format_time
+from controller.data.present import entity_ref
 from controller.errors import ApiError, FieldError
-from controller.present import entity_ref
-from controller.resources.authenticators import identity_authenticators
-from controller.resources.context import ReadContext, WriteContext
-from controller.resources.enrollments import IDENTITY_METHODS, identity_enrollments, request_enrollment
-from controller.resources.fields import (
+from controller.model.context import ReadContext, WriteContext
+from controller.model.fields import (
     ATTRIBUTES,
     NAME,
     REQUIRED_CU,
@@ -20,10 +18,12 @@ from controller.resources.fields import (
     object_field,
     string_field,
 )
+from controller.model.spec import Field, Hooks, Mode, Resource
+from controller.resources.authenticators import identity_authenticators
+from controller.resources.enrollments import IDENTITY_METHODS, identity_enrollments, request_enrollment
 from controller.resources.identity_trace import TRACE_FIELD
 from controller.resources.service_configs import CHANGED_AT_FIELD
-from controller.resources.spec import Field, Hooks, Mode, Resource
-from storage.query import FieldType
+from storage.zitiql import FieldType
 
 __all__ = ["IDENTITIES", "IDENTITY_TYPES", "identity_disabled"]
 

@@ -17,14 +17,14 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from controller.clock import format_time
+from controller.data.write_path import put_row
 from controller.errors import ApiError, FieldError, field_cause, not_found
-from controller.resources.context import WriteContext
-from controller.resources.spec import Field, Mode
-from controller.validation import SchemaCheck
-from controller.write_path import put_row
+from controller.model.context import WriteContext
+from controller.model.spec import Field, Mode
+from controller.model.validation import SchemaCheck
 
 if TYPE_CHECKING:
-    from controller.domain import Domain
+    from controller.data.domain import Domain
 
 __all__ = ["CHANNELS", "TRACE_DETAIL_SCHEMA", "TRACE_FIELD", "TRACE_SPEC_SCHEMA", "parse_duration",
            "update_identity_trace"]

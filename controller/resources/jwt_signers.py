@@ -20,10 +20,10 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from controller.clock import format_time
 from controller.errors import ApiError, FieldError, field_cause
-from controller.resources.context import ReadContext, WriteContext
-from controller.resources.fields import NAME, REQUIRED_CU, bool_field, string_field
-from controller.resources.spec import Field, Hooks, Mode, Resource
-from storage.query import FieldType
+from controller.model.context import ReadContext, WriteContext
+from controller.model.fields import NAME, REQUIRED_CU, bool_field, string_field
+from controller.model.spec import Field, Hooks, Mode, Resource
+from storage.zitiql import FieldType
 
 __all__ = ["EXTERNAL_JWT_SIGNERS"]
 

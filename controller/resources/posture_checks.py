@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from controller.check_types.bodies import OS_TYPES, apply_aliases, normalize_check
 from controller.errors import FieldError
-from controller.posture.normalize import OS_TYPES, apply_aliases, normalize_check
-from controller.resources.context import ReadContext, WriteContext
-from controller.resources.fields import ATTRIBUTES, NAME, bool_field, int_field, string_field
-from controller.resources.spec import Field, Hooks, Mode, Resource, Variant, Variants
+from controller.model.context import ReadContext, WriteContext
+from controller.model.fields import ATTRIBUTES, NAME, bool_field, int_field, string_field
+from controller.model.spec import Field, Hooks, Mode, Resource, Variant, Variants
 
 __all__ = ["POSTURE_CHECKS", "POSTURE_CHECK_TYPES", "TYPE_NAMES"]
 
@@ -65,7 +65,7 @@ VARIANTS = Variants("typeId", (
 
 def _prepare(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
     """Accept the admin guide's spellings and OS names in any case before schema validation; the reference spelling
-    is what gets stored (the rules live in :func:`controller.posture.normalize.apply_aliases`).
+    is what gets stored (the rules live in :func:`controller.check_types.bodies.apply_aliases`).
 
     A null in a PATCH of a posture check is ignored, as the reference's patch mapper does, so that no check field
     (``roleAttributes`` included) can be cleared by null.

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.resources.context import ReadContext
-from controller.resources.fields import NAME, SEMANTIC, role_field
-from controller.resources.spec import Hooks, Resource
+from controller.model.context import ReadContext
+from controller.model.fields import NAME, SEMANTIC, role_field
+from controller.model.spec import Hooks, Resource
 
 __all__ = ["EDGE_ROUTER_POLICIES", "SERVICE_EDGE_ROUTER_POLICIES"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.resources.context import ReadContext, WriteContext
+from controller.model.context import ReadContext, WriteContext
+from controller.model.fields import ATTRIBUTES, COST, NAME, bool_field, object_field, string_field
+from controller.model.spec import AfterCreate, Field, Hooks, Mode, Present, Resource
 from controller.resources.enrollments import ROUTER_KINDS, start_router_enrollment
-from controller.resources.fields import ATTRIBUTES, COST, NAME, bool_field, object_field, string_field
-from controller.resources.spec import AfterCreate, Field, Hooks, Mode, Present, Resource
 
 __all__ = ["EDGE_ROUTERS", "ROUTERS"]
 

@@ -17,8 +17,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from controller.resources.context import WriteContext
-from controller.write_path import create_row
+from controller.data.write_path import create_row
+from controller.model.context import WriteContext
 
 __all__ = ["SEEDED_CONFIG_TYPES", "SEEDED_META", "seed_config_types"]
 

@@ -20,17 +20,17 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from controller.clock import format_time
+from controller.data.present import entity_ref
+from controller.data.write_path import create_row, delete_row, put_row
 from controller.errors import ApiError, FieldError, field_cause, not_found
-from controller.present import entity_ref
-from controller.resources.context import ReadContext, WriteContext
-from controller.resources.fields import string_field
-from controller.resources.spec import CREATE_ONLY, Field, Mode, Resource
-from controller.validation import SchemaCheck
-from controller.write_path import create_row, delete_row, put_row
+from controller.model.context import ReadContext, WriteContext
+from controller.model.fields import string_field
+from controller.model.spec import CREATE_ONLY, Field, Mode, Resource
+from controller.model.validation import SchemaCheck
 from storage.store import ReadTxn
 
 if TYPE_CHECKING:
-    from controller.domain import Domain
+    from controller.data.domain import Domain
 
 __all__ = [
     "ASSIGN_SCHEMA",

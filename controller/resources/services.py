@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.resources.configs import check_service_configs
-from controller.resources.context import ReadContext
-from controller.resources.fields import (
+from controller.model.context import ReadContext
+from controller.model.fields import (
     ATTRIBUTES,
     NAME,
     REQUIRED_CU,
@@ -18,8 +17,9 @@ from controller.resources.fields import (
     string_field,
     string_list,
 )
-from controller.resources.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
-from storage.query import FieldType, Symbol
+from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from controller.resources.configs import check_service_configs
+from storage.zitiql import FieldType, Symbol
 
 __all__ = ["SERVICES", "SERVICE_POLICIES"]
 

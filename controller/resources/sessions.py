@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.resources.context import ReadContext
-from controller.resources.fields import NAME, REQUIRED_CU, bool_field, object_field, string_field, string_list
-from controller.resources.spec import Field, Hooks, Mode, Resource
+from controller.model.context import ReadContext
+from controller.model.fields import NAME, REQUIRED_CU, bool_field, object_field, string_field, string_list
+from controller.model.spec import Field, Hooks, Mode, Resource
 
 __all__ = ["API_SESSIONS", "AUTH_POLICIES", "DEFAULT_AUTH_POLICY"]
 

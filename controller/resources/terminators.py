@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.errors import FieldError
-from controller.resources.context import ReadContext
-from controller.resources.fields import PRECEDENCE, REQUIRED_CU, int_field, string_field
-from controller.resources.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from controller.model.context import ReadContext
+from controller.model.fields import PRECEDENCE, REQUIRED_CU, int_field, string_field
+from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
 
 __all__ = ["TERMINATORS"]
 

@@ -10,7 +10,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from actors.registry import ActorRegistry, OneShot
+from actors.live_actors import ActorRegistry, OneShot
 
 
 @dataclass(frozen=True)

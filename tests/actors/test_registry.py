@@ -9,8 +9,8 @@ import pytest
 import trio
 import trio.testing
 
+from actors.live_actors import ActorRegistry, OneShot
 from actors.mailbox import Mailbox
-from actors.registry import ActorRegistry, OneShot
 
 
 @dataclass(frozen=True)

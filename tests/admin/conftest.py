@@ -17,11 +17,11 @@ import pytest
 import trio
 from click.testing import CliRunner, Result
 
-from controller.admin.client import AdminClient
+from controller.admin.admin_client import AdminClient
 from controller.admin.verbs import cli
 from controller.authentication import password_hashing as passwords
-from controller.main import serve_controller
-from controller.root import Controller
+from controller.runtime.composition import Controller
+from controller.runtime.task_tree import serve_controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, make_settings, seed_pki
 
 __all__ = ["Cli", "Server", "rows_of"]

@@ -9,8 +9,8 @@ from typing import Any
 import click
 import pytest
 
-from controller.admin import client as client_module
-from controller.admin.client import AdminClient, AdminError, ConnectionProblem, controller_root
+from controller.admin import admin_client as client_module
+from controller.admin.admin_client import AdminClient, AdminError, ConnectionProblem, controller_root
 from controller.admin.config import Config, ConfigProblem, NotLoggedIn, Profile
 from controller.admin.exits import EXIT_HELP, ExitCode, exit_code_for
 from controller.admin.flags import FlagContext, operating_systems, processes, tags

@@ -18,11 +18,11 @@ import trio
 from click.testing import CliRunner, Result
 
 import controller.admin.apply_command as apply_module
-from controller.admin.client import AdminClient
+from controller.admin.admin_client import AdminClient
 from controller.admin.config import Config, Profile
 from controller.admin.verbs import cli
 from controller.authentication import password_hashing as passwords
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, make_settings, seed_pki
 from tests.support import serving as serving_controller
 

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from controller.admin.client import AdminClient, AdminError
+from controller.admin.admin_client import AdminClient, AdminError
 from controller.admin.exits import ExitCode
-from controller.admin.login import fingerprint
+from controller.admin.login_verbs import fingerprint
 from controller.admin.verbs import cli
 from controller.cli import main
 from tests.admin.conftest import Cli, rows_of

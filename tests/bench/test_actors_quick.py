@@ -16,8 +16,8 @@ import trio.testing
 
 from bench.__main__ import main
 from bench.actors_bench import QUICK
-from bench.identities import ensure_network, seed_mfa_identities
-from controller.root import Controller
+from bench.identity_seeding import ensure_network, seed_mfa_identities
+from controller.runtime.composition import Controller
 from tests.bench.quick_result import check_targets, finite
 
 TARGETS = {"T3.decision_p99", "T3.decision_max", "T3.durable_p99", "T3.cpu", "T4.p99", "T4.cpu", "T4.memory",

@@ -18,12 +18,12 @@ import pytest
 import trio
 import yaml
 
-from controller.registry import Registry
-from controller.root import Controller
+from controller.model.registry import Registry
+from controller.runtime.composition import Controller
 from tests.support import make_settings
 from web.app import create_app
 from web.openapi import build_document
-from web.routes import RouteInfo
+from web.route_table import RouteInfo
 
 REFERENCE_DIR = (Path(__file__).resolve().parents[2] / ".." / "shared" / "reference").resolve()
 FILES = {"management": "management.yml", "client": "client.yml"}

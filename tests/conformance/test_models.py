@@ -1,7 +1,7 @@
 """Request models against the reference, and our generated documents against the OpenAPI rules.
 
 For each create / update / patch of a covered kind, the required fields of our request schema
-(:func:`controller.validation.request_schema`) equal the ``required`` set of the reference body definition, with
+(:func:`controller.model.validation.request_schema`) equal the ``required`` set of the reference body definition, with
 ``$ref`` and ``allOf`` resolved. A kind with variants (posture checks on ``typeId``) is compared variant by variant
 with the reference definition of the same ``x-class``.
 """
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
-from controller.resources.spec import Mode, Resource, Variant
-from controller.validation import request_schema
+from controller.model.spec import Mode, Resource, Variant
+from controller.model.validation import request_schema
 from tests.conformance import oracle
 
 MODES = {"POST": Mode.CREATE, "PUT": Mode.UPDATE, "PATCH": Mode.PATCH}
@@ -145,7 +145,7 @@ def test_security_matches_the_reference(api: str) -> None:
 
 
 def test_capabilities_are_the_reference_enum() -> None:
-    from web.info_routes import CAPABILITIES
+    from web.routes.info_routes import CAPABILITIES
 
     reference = oracle.require("management")
     assert set(CAPABILITIES) == set(reference["definitions"]["capabilities"]["enum"])

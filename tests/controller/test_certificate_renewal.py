@@ -1,11 +1,12 @@
 """The running controller renews its TLS server certificate without a restart.
 
-``serve_controller`` (controller/main.py's whole task tree, its renewal service included: ``start_controller`` of
-tests/support.py does not start that one) runs on a real TLS socket, on Trio's virtual clock, which the controller's
-wall clock follows from the real time of its start. The certificate seeded at the start of the test lives a year, so
-its renewal comes about 335 virtual days later. What a client sees is read through real TLS handshakes against the
-listening socket: while the sockets talk, the clock's autojump is off, so virtual time stands still and no server
-timeout can fire early; the client runs in a worker thread and its socket bounds the wait in real time.
+``serve_controller`` (controller/runtime/task_tree.py's whole task tree, its renewal service included:
+``start_controller`` of tests/support.py does not start that one) runs on a real TLS socket, on Trio's virtual clock,
+which the controller's wall clock follows from the real time of its start. The certificate seeded at the start of the
+test lives a year, so its renewal comes about 335 virtual days later. What a client sees is read through real TLS
+handshakes against the listening socket: while the sockets talk, the clock's autojump is off, so virtual time stands
+still and no server timeout can fire early; the client runs in a worker thread and its socket bounds the wait in real
+time.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from trio.testing import MockClock
 
-from controller.authentication.issuing import BACKDATE, fingerprint
-from controller.authentication.pki import RENEW_BEFORE
-from controller.authentication.renewal import RETRY_SECONDS, renew_at
-from controller.root import Controller
+from controller.certificates.issuing import BACKDATE, fingerprint
+from controller.certificates.pki import RENEW_BEFORE
+from controller.certificates.renewal import RETRY_SECONDS, renew_at
+from controller.runtime.composition import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_settings, seed_pki, virtual_time_stands_still
 from tests.support import serving as serving_controller
 from web.app import create_app

@@ -19,13 +19,13 @@ import httpx
 import pytest
 import trio
 
-from controller.bootstrap import bootstrap
 from controller.cli import parse_settings
-from controller.domain import Domain
-from controller.main import serve_controller
+from controller.data.domain import Domain
 from controller.resources.catalog import build_registry
-from controller.root import Controller
-from controller.settings import Settings
+from controller.runtime.bootstrap import bootstrap
+from controller.runtime.composition import Controller
+from controller.runtime.settings import Settings
+from controller.runtime.task_tree import serve_controller
 from storage.store import Store
 from tests.support import make_settings
 
@@ -251,7 +251,7 @@ async def test_a_second_controller_on_the_same_data_directory_is_refused(tmp_pat
 
 
 def test_server_key_and_certificate_validity_flags(capsys: pytest.CaptureFixture[str]) -> None:
-    from controller.authentication.pki import SERVER_KEY_TYPES
+    from controller.certificates.pki import SERVER_KEY_TYPES
 
     defaults, _ = parse_settings(["serve"], environ={})
     assert (defaults.server_key_type, defaults.client_cert_days) == ("rsa", 365)

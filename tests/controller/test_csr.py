@@ -1,4 +1,4 @@
-"""controller.authentication.csr: PEM/DER CSRs, the libziti NULL-parameter repair, and every refusal."""
+"""controller.certificates.csr: PEM/DER CSRs, the libziti NULL-parameter repair, and every refusal."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
-from controller.authentication.csr import PemBlock, load_csr, pem_blocks
+from controller.certificates.csr import PemBlock, load_csr, pem_blocks
 from controller.errors import ApiError
 
 # The subject libziti puts in its CSRs (endpoints.md, enrolment step 4).

@@ -9,9 +9,9 @@ import pytest
 import trio
 
 from controller.errors import ApiError
+from controller.model.context import Change, WriteContext
 from controller.posture.engine import STATE_KIND
-from controller.resources.context import Change, WriteContext
-from controller.root import Controller
+from controller.runtime.composition import Controller
 
 
 async def test_listeners_hear_of_a_committed_write_whose_caller_was_cancelled(controller: Controller) -> None:
@@ -74,7 +74,7 @@ async def test_a_create_never_takes_an_id_in_use(controller: Controller, monkeyp
     first = await controller.domain.create("identities", {"name": "first", "type": "User", "isAdmin": False})
     # Ids made elsewhere (another process, or before the clock was set back) may be ahead of this sequence.
     offered = iter([str(first["id"]), "0000000001"])
-    monkeypatch.setattr("controller.write_path.new_id", lambda now: next(offered))
+    monkeypatch.setattr("controller.data.write_path.new_id", lambda now: next(offered))
     second = await controller.domain.create("identities", {"name": "second", "type": "User", "isAdmin": False})
     assert second["id"] == "0000000001"
     assert controller.domain.detail("identities", str(first["id"]))["name"] == "first"

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from controller.authentication.external_id import ExternalIdError, claim_problem, external_id
+from controller.certificates.external_id import ExternalIdError, claim_problem, external_id
 
 COMMON_NAME = "id-alice.smith-corp"
 EMAILS = ["alice.smith@corp.example", "bob@corp.example"]

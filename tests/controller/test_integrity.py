@@ -1,6 +1,6 @@
-"""The data-integrity check and fix (``controller/integrity.py``, ``storage/integrity.py``) on a store damaged on
-purpose, without Trio: each kind of damage is reported, the fix repairs it through the write path, and a second
-check is clean; what cannot be repaired safely is reported and left alone.
+"""The data-integrity check and fix (``controller/maintenance/integrity.py``, ``storage/index_audit.py``) on a store
+damaged on purpose, without Trio: each kind of damage is reported, the fix repairs it through the write path, and a
+second check is clean; what cannot be repaired safely is reported and left alone.
 
 Damage is made the way it happens in real life: writes that bypass the write path (a put that checks no reference),
 and raw LMDB writes that bypass the store's index maintenance.
@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from controller.integrity import (
+from controller.data.write_path import create_row
+from controller.maintenance.integrity import (
     DeleteOrphan,
     DeleteRow,
     DropListEntry,
@@ -26,12 +27,11 @@ from controller.integrity import (
     check_chunk,
     repair,
 )
+from controller.model.context import ReadContext, WriteContext
 from controller.posture.engine import STATE_KIND
 from controller.posture.state import IdentityState, encode_state
 from controller.resources.catalog import build_registry
-from controller.resources.context import ReadContext, WriteContext
 from controller.resources.sessions import DEFAULT_AUTH_POLICY
-from controller.write_path import create_row
 from storage.batch import run_batch
 from storage.rows import decode_row, encode
 from storage.store import Store

@@ -1,4 +1,4 @@
-"""controller.authentication.issuing: the certificate profiles, validity clamps, serials, a real mutual-TLS handshake
+"""controller.certificates.issuing: the certificate profiles, validity clamps, serials, a real mutual-TLS handshake
 with an issued client certificate, reading client PEM, and issuer checks."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from controller.authentication.csr import load_csr
-from controller.authentication.issuing import (
+from controller.certificates.csr import load_csr
+from controller.certificates.issuing import (
     Issuer,
     certificate_pem,
     fingerprint,
     issued_by,
     load_certificates,
 )
-from controller.authentication.pki import Pki, ensure_pki
+from controller.certificates.pki import Pki, ensure_pki
 from controller.errors import ApiError
 from tests.certificates import handshake
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.model.spec import Mode
 from controller.resources.catalog import RESOURCES
-from controller.resources.spec import Mode
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from web.app import create_app
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "management.yml"

@@ -1,11 +1,11 @@
-"""``controller/logs.py``: the JSON line each record becomes."""
+"""``controller/runtime/logs.py``: the JSON line each record becomes."""
 
 from __future__ import annotations
 
 import json
 import logging
 
-from controller.logs import JsonFormatter
+from controller.runtime.logs import JsonFormatter
 
 
 def _record(created: float, **extra: object) -> logging.LogRecord:

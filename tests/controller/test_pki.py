@@ -1,4 +1,4 @@
-"""controller.authentication.pki: CA and server certificate creation, reuse, re-issue, EST cacerts, a real handshake."""
+"""controller.certificates.pki: CA and server certificate creation, reuse, re-issue, EST cacerts, a real handshake."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from controller.authentication.pki import Pki, PkiError, cacerts_pkcs7_b64, ensure_pki
+from controller.certificates.pki import Pki, PkiError, cacerts_pkcs7_b64, ensure_pki
 from tests.certificates import handshake
 
 EXTRA_SANS = ("Tollgate.Example.com", "10.1.2.3", "[fd00::7]")

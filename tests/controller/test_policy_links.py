@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.policies import reachable, selecting_policy_ids
-from controller.posture.access import linking_policies
-from controller.root import Controller
+from controller.access.grants import linking_policies
+from controller.access.policy_links import reachable, selecting_policy_ids
+from controller.runtime.composition import Controller
 from tests.support import Api
 
 

@@ -9,11 +9,11 @@ from typing import Any
 import trio
 
 from controller.clock import Clock, format_time
+from controller.data.write_path import create_row
 from controller.errors import ApiError
+from controller.model.context import WriteContext
 from controller.posture.messages import MfaPassed, PostureReported
-from controller.resources.context import WriteContext
-from controller.root import Controller
-from controller.write_path import create_row
+from controller.runtime.composition import Controller
 from tests.support import make_settings, start_controller
 
 GOOD_MAC = "aa-bb-cc-dd-ee-ff"

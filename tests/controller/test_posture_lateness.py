@@ -12,9 +12,9 @@ import trio
 import trio.testing
 
 from actors.lateness import DeadlineOutcome
-from bench.identities import seed_mfa_identities, wake_all
+from bench.identity_seeding import seed_mfa_identities, wake_all
 from controller.clock import Clock
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import make_settings, start_controller
 
 T0 = 1_000.0

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.registry import OneShot
+from actors.live_actors import OneShot
 from controller.clock import format_time
 from controller.errors import ApiError
 from controller.posture.machine import (

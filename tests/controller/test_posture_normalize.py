@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from controller.check_types.bodies import apply_aliases, canonical_mac, clean_hex, normalize_check
 from controller.errors import FieldError
-from controller.posture.normalize import apply_aliases, canonical_mac, clean_hex, normalize_check
 
 SHA256 = "ab" * 32
 SHA256_UPPER = "AB" * 32

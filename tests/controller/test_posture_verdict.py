@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from controller.posture.normalize import canonical_mac, clean_hex
+from controller.check_types.bodies import canonical_mac, clean_hex
+from controller.check_types.os_versions import version_matches
 from controller.posture.plan import AccessPlan
 from controller.posture.records import MFA_GRACE_SECONDS, MfaState, PostureData, apply_response
 from controller.posture.rules import FAIL, PASS, TIMED_OUT, Rule, compile_rule, failure_entry
-from controller.posture.versions import version_matches
 
 T0 = 1_700_000_000.0
 HASHES = ["aa" * 32, "AA" * 32, "bb" * 32, "aa:" * 31 + "aa"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from semver import Version
 
-from controller.posture.versions import reported_version, validate_range, version_matches
+from controller.check_types.os_versions import reported_version, validate_range, version_matches
 
 # Anchors from the reference unit tests: data "Windows 10.5.19041".
 WINDOWS_10_5_19041 = [

@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 
 from controller.errors import ApiError
+from controller.model.spec import Mode
 from controller.resources.seeded_config_types import SEEDED_CONFIG_TYPES
-from controller.resources.spec import Mode
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import running
 
 NAMES = {"intercept.v1": "g7cIWbcGg", "host.v1": "NH5p4FpGR", "host.v2": "host.v2",

@@ -1,4 +1,4 @@
-"""controller.authentication.signing: JWTs verified against the server certificate, the JWKS, nonce signatures."""
+"""controller.certificates.signing: JWTs verified against the server certificate, the JWKS, nonce signatures."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.x509.oid import NameOID
 from jwt.utils import base64url_decode
 
-from controller.authentication.issuing import Issuer, fingerprint, issue_certificate
-from controller.authentication.pki import Pki, ServerKey, ensure_pki
-from controller.authentication.signing import TokenSigner
+from controller.certificates.issuing import Issuer, fingerprint, issue_certificate
+from controller.certificates.pki import Pki, ServerKey, ensure_pki
+from controller.certificates.signing import TokenSigner
 from controller.errors import FieldError
 
 EXPIRES = dt.datetime(2031, 1, 2, 3, 4, 5, tzinfo=dt.UTC)

@@ -17,12 +17,12 @@ import jsonschema
 import msgspec
 import pytest
 
-from controller import validation
 from controller.authentication import DISABLE_SCHEMA, MFA_CODE_SCHEMA
 from controller.errors import ApiError
+from controller.model import validation
+from controller.model.spec import Mode, Resource, Variant
+from controller.model.validation import FastCheck, fast_check, request_schema, validate_body, validate_schema
 from controller.resources.catalog import RESOURCES
-from controller.resources.spec import Mode, Resource, Variant
-from controller.validation import FastCheck, fast_check, request_schema, validate_body, validate_schema
 
 PROBES: list[Any] = [None, True, False, 0, 1, 1.0, 1.5, -1, 65535, 65536, 2**63, "", "x", "User", "OS", "default",
                      [], ["x"], [1], [None], [True], {}, {"a": "b"}, {"a": 1}, {"a": True}, {"a": None}, {"a": []}]

@@ -15,12 +15,12 @@ import pytest
 import trio
 import trio.testing
 
-from actors.registry import OneShot
+from actors.live_actors import OneShot
 from controller.errors import ApiError
 from controller.posture.engine import STATE_KIND
 from controller.posture.messages import CreateSession, PostureReported
 from controller.posture.state import IdentityState, decode_state
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.controller.test_posture_engine import GOOD_MAC, build_network
 from tests.support import make_settings, start_controller
 

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from controller.writer import INLINE_BATCH, THREAD_BATCH, Writer
+from controller.data.group_commit import INLINE_BATCH, THREAD_BATCH, Writer
 from storage.store import KindLayout, Store, UniqueViolation, WriteTxn
 
 LAYOUT = KindLayout("things", unique=("name",))

@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from controller.writer import MUTATIONS_PER_YIELD, Writer
+from controller.data.group_commit import MUTATIONS_PER_YIELD, Writer
 from storage.batch import run_batch
 from storage.store import KindLayout, Store, WriteTxn
 

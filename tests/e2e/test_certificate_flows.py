@@ -16,8 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from controller.authentication.csr import load_csr
-from controller.authentication.issuing import Issuer, certificate_pem
+from controller.certificates.csr import load_csr
+from controller.certificates.issuing import Issuer, certificate_pem
 from tests.certificates import Authority, csr_pem, new_key, pem
 from tests.e2e.test_e2e import ADMIN, Server, running
 

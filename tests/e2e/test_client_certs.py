@@ -22,8 +22,8 @@ from hypercorn.config import Config
 from quart import request
 from quart_trio import QuartTrio
 
-from controller.authentication import Pki, ensure_pki
-from controller.authentication.tls_contexts import TlsContexts
+from controller.certificates import Pki, ensure_pki
+from controller.certificates.tls_contexts import TlsContexts
 from tests.support import seed_pki
 from web.client_certs import PEER_CONNECTIONS, TlsExtension, client_certificate
 from web.server import serve

@@ -20,9 +20,9 @@ import trio.testing
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from controller.main import serve_controller
-from controller.root import Controller
-from controller.settings import Settings
+from controller.runtime.composition import Controller
+from controller.runtime.settings import Settings
+from controller.runtime.task_tree import serve_controller
 from tests.support import read_http_response
 
 ADMIN = {"username": "admin", "password": "e2e-admin-password"}

@@ -1,4 +1,4 @@
-"""ZitiQL: parsing, type checking, evaluation, sorting and index hints of ``storage.query``."""
+"""ZitiQL: parsing, type checking, evaluation, sorting and index hints of ``storage.zitiql``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from storage.query import (
+from storage.zitiql import (
     FieldType,
     QueryError,
     SortKey,

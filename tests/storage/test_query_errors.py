@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage.query import (
+from storage.zitiql import (
     FieldType,
     QueryError,
     Symbol,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from storage.query import FieldType, Symbol, compile_filter, order_rows, parse_sort, stored_fields
 from storage.rows import decode_row, encode, projection
+from storage.zitiql import FieldType, Symbol, compile_filter, order_rows, parse_sort, stored_fields
 from tests.storage.test_query import MATCH_CASES, ROWS, SYMBOLS
 
 

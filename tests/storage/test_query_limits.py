@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from storage.query import (
+from storage.zitiql import (
     MAX_FILTER_DEPTH,
     MAX_FILTER_LENGTH,
     FieldType,

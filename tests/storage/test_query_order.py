@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-import storage.query
-from storage.query import (
+import storage.zitiql.parser
+from storage.zitiql import (
     FieldType,
     IndexHint,
     SortError,
@@ -188,7 +188,7 @@ def test_a_compiled_predicate_never_parses_again(monkeypatch: pytest.MonkeyPatch
     def no_parsing(*_: object, **__: object) -> None:
         raise AssertionError("the filter was parsed while rows were evaluated")
 
-    monkeypatch.setattr(storage.query, "_parse", no_parsing)
-    monkeypatch.setattr(storage.query, "_parser", no_parsing)
+    monkeypatch.setattr(storage.zitiql.parser, "_parse", no_parsing)
+    monkeypatch.setattr(storage.zitiql.parser, "_parser", no_parsing)
     hits = [row["id"] for row in rows if predicate(row)]
     assert hits == [f"{i:06d}" for i in range(5, 10_000, 100)]

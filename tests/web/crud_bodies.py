@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from controller.model.spec import MISSING, Field, Mode, Resource
 from controller.resources.catalog import RESOURCES
-from controller.resources.spec import MISSING, Field, Mode, Resource
 from tests.certificates import Authority
 from tests.support import Api
 

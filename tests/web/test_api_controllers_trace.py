@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from controller.clock import format_time
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.conformance import oracle
 from tests.support import CLIENT, MGMT, Api, make_user, running
 from tests.web.test_view_conformance import shape_problems

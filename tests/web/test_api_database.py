@@ -2,7 +2,7 @@
 the controller's clock) and integrity runs in the background (202, one at a time, their results capped).
 
 The controller runs on Trio's virtual clock with a wall clock pinned to a round epoch, so snapshot names and the
-rate limit are exact. The database service is started by each fixture, as ``controller.main`` starts it.
+rate limit are exact. The database service is started by each fixture, as ``controller.runtime.task_tree`` starts it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import trio
 import trio.testing
 from trio.testing import MockClock
 
-from controller import database_ops
 from controller.clock import Clock, format_time
-from controller.database_ops import MAX_RESULTS
+from controller.maintenance import operations as database_ops
+from controller.maintenance.operations import MAX_RESULTS
 from controller.posture.engine import STATE_KIND
 from controller.posture.state import IdentityState, encode_state
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from storage.store import Store
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, Reply, make_settings, make_user, start_controller
 from web.app import create_app

@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.conformance import oracle
 from tests.support import Api, make_user
 from tests.web.test_client_posture import dial_policy, network

@@ -15,7 +15,7 @@ import trio
 from trio.testing import MockClock
 
 from controller.clock import Clock, format_time
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_settings, make_user, start_controller
 from web.app import create_app
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from controller.clock import parse_time
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, CLIENT, MGMT, Api, Reply, make_user
 
 

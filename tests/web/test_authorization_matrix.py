@@ -25,7 +25,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import (
     ADMIN_PASSWORD,
     ADMIN_USERNAME,
@@ -39,7 +39,7 @@ from tests.support import (
     totp,
 )
 from web.guards import Access
-from web.routes import RouteInfo
+from web.route_table import RouteInfo
 
 TIMEOUT = 60
 USER_PASSWORD = "user-password"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from controller import listing
+from controller.data import listing
 from controller.posture.records import MAX_PROCESSES
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import Api
 from tests.web.test_client_posture import MAC_OK, dial_policy, network, user
-from web.client_routes import MAX_BULK_RESPONSES, MAX_LIST_ITEMS, MAX_TEXT
+from web.routes.client_routes import MAX_BULK_RESPONSES, MAX_LIST_ITEMS, MAX_TEXT
 
 
 def process(index: int) -> dict[str, object]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from cryptography import x509
 
-from controller.authentication.issuing import fingerprint
+from controller.certificates.issuing import fingerprint
 from tests.certificates import Authority, pem
 from tests.conftest import CLIENT, Api
 

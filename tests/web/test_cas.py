@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from trio.testing import MockClock
 
 from controller.clock import Clock
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.certificates import Authority
 from tests.support import Api, make_settings, make_user, start_controller
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from controller.authentication.csr import load_csr
-from controller.authentication.issuing import Issuer, certificate_pem
-from controller.root import Controller
+from controller.certificates.csr import load_csr
+from controller.certificates.issuing import Issuer, certificate_pem
+from controller.runtime.composition import Controller
 from tests.certificates import Authority, csr_pem, new_key, pem
 from tests.conftest import CLIENT, Api
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import trio
 
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import Api, make_user, next_totp, totp
 from tests.web.test_mfa import enrol
 

@@ -11,7 +11,7 @@ from typing import Any
 import trio
 
 from controller.clock import format_time
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import Api, next_totp
 from tests.web.test_client_posture import dial_policy, enrol_mfa, network, user
 

@@ -12,7 +12,7 @@ import trio
 
 from controller.posture.engine import PENDING_KIND
 from controller.posture.messages import MfaRemoved
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, running, totp
 from tests.web.test_client_posture import user as posture_user
 from tests.web.test_mfa import enrol

@@ -11,7 +11,7 @@ import trio.testing
 
 from controller.clock import Clock, format_time
 from controller.errors import ApiError
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_settings, make_user, start_controller
 from web.app import create_app
 

@@ -11,9 +11,9 @@ import trio
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from controller.authentication.issuing import fingerprint
+from controller.certificates.issuing import fingerprint
 from controller.clock import format_time, parse_time
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.certificates import csr_pem, new_key
 from tests.conftest import CLIENT, Api
 from tests.support import make_user

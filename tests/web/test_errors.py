@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import pytest
 
 from controller.errors import CODES, ApiError
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import Api, Reply
 
 BEHAVIOR = Path(__file__).resolve().parents[3] / "shared" / "design" / "behavior.md"

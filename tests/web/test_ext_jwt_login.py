@@ -34,7 +34,7 @@ from controller.authentication.external_jwt import CLOCK_LEEWAY_SECONDS
 from controller.authentication.jwks import JwksCache
 from controller.clock import Clock
 from controller.resources.sessions import DEFAULT_AUTH_POLICY
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.controller.test_jwks import JwksServer, make_pki, start_jwks_server
 from tests.support import (
     ADMIN_PASSWORD,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from controller.model.spec import Mode, Resource
 from controller.resources.catalog import RESOURCES
-from controller.resources.spec import Mode, Resource
 from tests.support import Api
 from tests.web.crud_bodies import (
     all_rows,

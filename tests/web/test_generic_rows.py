@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from controller.model.spec import Resource
 from controller.resources.catalog import RESOURCES
-from controller.resources.spec import Resource
 from tests.support import Api, make_user
 from tests.web.crud_bodies import (
     all_rows,

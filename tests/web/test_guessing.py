@@ -9,7 +9,7 @@ from trio.testing import MockClock
 
 from controller.authentication.api_sessions import PARTIAL_SECONDS
 from controller.authentication.throttle import MFA_LOCKOUT_FAILURES, MFA_LOCKOUT_MINUTES
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_user, totp
 from tests.web.test_mfa import enrol, wrong
 

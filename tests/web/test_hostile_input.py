@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import trio
 
-from controller.resources.spec import Mode, Resource
-from storage.query import MAX_FILTER_DEPTH
+from controller.model.spec import Mode, Resource
+from storage.zitiql import MAX_FILTER_DEPTH
 from tests.support import Api, make_user
 from tests.web.crud_bodies import all_rows, discriminated, kinds, minimal_body, variant_fields
 from tests.web.test_client_posture import network, user

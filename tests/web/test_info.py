@@ -7,7 +7,7 @@ import base64
 import pytest
 from cryptography.hazmat.primitives.serialization.pkcs7 import load_der_pkcs7_certificates
 
-from controller.root import VERSION, Controller
+from controller.runtime.composition import VERSION, Controller
 from tests.support import CLIENT, MGMT, Api, make_user
 
 BASES = [pytest.param(MGMT, id="management"), pytest.param(CLIENT, id="client")]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.root import VERSION
+from controller.runtime.composition import VERSION
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, CLIENT, MGMT, Api
 from web.legacy_paths import LegacyPaths, rewrite_legacy_path
 

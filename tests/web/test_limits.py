@@ -15,8 +15,8 @@ import pytest
 import trio
 
 from controller.authentication import password_hashing as passwords
-from controller.logs import JsonFormatter
-from controller.root import Controller
+from controller.runtime.composition import Controller
+from controller.runtime.logs import JsonFormatter
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, MGMT, Api, make_settings, make_user, start_controller
 from web.app import create_app
 

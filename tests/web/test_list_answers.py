@@ -1,7 +1,7 @@
 """Filtered lists give the answers of the plain evaluation: every row of the kind, decoded whole, tested by the
 whole predicate, sorted and paged.
 
-``controller/listing.py`` takes shortcuts (candidates from an index, only the conjuncts the index did not answer,
+``controller/data/listing.py`` takes shortcuts (candidates from an index, only the conjuncts the index did not answer,
 projected rows remembered until the kind is next written); these tests compare its rows, their order and the
 ``meta`` block with the plain evaluation over varied filters, sorts, pages and role filters, before and after
 writes that change which rows match.
@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controller.listing import ListParams, Page, list_rows, page_values
-from controller.roles import parse_semantic, select_ids
-from controller.root import Controller
-from storage.query import compile_filter, order_rows, parse_sort
+from controller.access.roles import parse_semantic, select_ids
+from controller.data.listing import ListParams, Page, list_rows, page_values
+from controller.runtime.composition import Controller
+from storage.zitiql import compile_filter, order_rows, parse_sort
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, running
 from web.app import create_app
 

@@ -284,7 +284,7 @@ async def test_indexed_filters_do_not_scan(admin: Api, scans: list[str]) -> None
 
 
 async def test_a_role_attribute_most_rows_hold_is_matched_in_one_pass(admin: Api, scans: list[str]) -> None:
-    """Reading half a kind or more through the index costs more than one pass over it (controller/listing.py)."""
+    """Reading half a kind or more through the index costs more than one pass over it (controller/data/listing.py)."""
     await _people(admin)
     cases = [
         # 2 of 5 identities: the index.

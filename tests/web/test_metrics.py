@@ -24,8 +24,8 @@ import trio.testing
 from prometheus_client.parser import text_string_to_metric_families
 from trio.testing import MockClock
 
-from controller.metrics import metrics_of
-from controller.root import Controller
+from controller.runtime.composition import Controller
+from controller.runtime.metrics import metrics_of
 from tests.support import (
     ADMIN_PASSWORD,
     ADMIN_USERNAME,

@@ -21,7 +21,7 @@ import segno
 import trio
 from trio.testing import MockClock
 
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import CLIENT, MGMT, Api, make_user, next_totp, totp
 
 CODE = re.compile(r"^[A-Z2-7]{6}$")

@@ -17,7 +17,7 @@ from typing import Any
 import trio
 from trio.testing import MockClock
 
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import (
     ADMIN_PASSWORD,
     ADMIN_USERNAME,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from cryptography import x509
 
-from controller.authentication.issuing import fingerprint
-from controller.root import Controller
+from controller.certificates.issuing import fingerprint
+from controller.runtime.composition import Controller
 from tests.certificates import csr_pem, new_key
 from tests.conftest import CLIENT, MGMT, Api
 from tests.support import make_user

@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 from controller.errors import ApiError
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.controller.test_posture_engine import GOOD_MAC, build_network
 from tests.support import Api
 

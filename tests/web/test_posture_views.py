@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from controller.clock import format_time
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import Api, make_user
 from tests.web.test_client_posture import enrol_mfa
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import trio
 
 from controller.clock import format_time
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.support import Api, make_user, totp
 from tests.web.test_client_posture import MAC_BAD, MAC_OK, enrol_mfa, network, user
 

@@ -10,8 +10,8 @@ import trio
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from controller.authentication.issuing import fingerprint
-from controller.root import Controller
+from controller.certificates.issuing import fingerprint
+from controller.runtime.composition import Controller
 from tests.certificates import csr_pem, new_key
 from tests.conftest import CLIENT, Api
 

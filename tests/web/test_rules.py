@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.conftest import Api
 from web.app import create_app
-from web.rules import LazyBuilderRule
+from web.url_rules import LazyBuilderRule
 
 
 async def test_every_rule_is_lazy_and_builds_its_own_path(controller: Controller) -> None:

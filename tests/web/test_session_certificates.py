@@ -22,9 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from trio.testing import MockClock
 
-from controller.authentication import ensure_pki
+from controller.certificates import ensure_pki
 from controller.clock import Clock, format_time
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.conformance import oracle
 from tests.support import Api, make_settings, make_user, seed_pki, start_controller, totp
 from tests.web.test_view_conformance import shape_problems

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.resources.posture_checks import TYPE_NAMES
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.conformance import oracle
 from tests.support import Api
 from tests.web.test_client_posture import user

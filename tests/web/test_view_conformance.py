@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.root import Controller
+from controller.runtime.composition import Controller
 from tests.conformance import oracle
 from tests.support import Api
 from tests.web.test_client_posture import enrol_mfa

@@ -1,0 +1,252 @@
+"""The domain facade the web layer calls: reads on a snapshot, writes through the group-commit writer.
+
+Request handlers never touch storage directly. A write is a synchronous function of a :class:`WriteContext`; it runs
+in the writer's transaction and its recorded changes are published to subscribers after the commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+from controller.clock import Clock
+from controller.errors import not_found
+from controller.data.listing import NO_LIMIT, ListParams, Page, compile_query, list_rows, page_values
+from controller.data.present import present
+from controller.model.registry import Registry
+from controller.model.context import Change, Environment, ReadContext, WriteContext
+from controller.model.spec import Mode, Resource
+from controller.model.validation import validate_body
+from controller.data.write_path import create_row, delete_row, replace_row
+from controller.data.group_commit import Writer
+from storage.batch import Outcome
+from storage.zitiql import FieldType, Symbol
+from storage.store import ReadTxn, Store, WriteTxn
+
+__all__ = ["Barrier", "ChangeListener", "Domain"]
+
+T = TypeVar("T")
+# A listener may return a barrier: a function whose awaitable the write's caller awaits before it is answered.
+Barrier = Callable[[], Awaitable[None]]
+ChangeListener = Callable[[list[Change]], Barrier | None]
+_ATTRIBUTE_SYMBOLS = {"id": Symbol(FieldType.STRING)}
+
+
+class Domain:
+    """Generic resource operations over one store."""
+
+    def __init__(self, store: Store, writer: Writer, registry: Registry, clock: Clock) -> None:
+        self.store = store
+        self.writer = writer
+        self.registry = registry
+        self.clock = clock
+        self._listeners: list[ChangeListener] = []
+        # Set by the composition root once the controller's PKI is loaded (ReadContext.env).
+        self.env: Environment | None = None
+        # Set by the composition root: hashes a secret a field declares (Field.hashed_into), off the event loop.
+        self.hash_secret: Callable[[str], Awaitable[str]] | None = None
+
+    def subscribe(self, listener: ChangeListener) -> None:
+        """Call ``listener`` with the changes of every committed write, on the writer's task right after the commit
+        (whether or not the write's caller still waits). It must not block; what the caller must wait for it
+        returns as a barrier."""
+        self._listeners.append(listener)
+
+    def read(self) -> _Reading:
+        """A read snapshot (``with domain.read() as ctx``); never hold it across an ``await``."""
+        return _Reading(self)
+
+    async def write(self, fn: Callable[[WriteContext], T]) -> T:
+        """Run ``fn`` in the next group commit and return its result once it is durable."""
+        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env)
+        # Listeners are told on the writer's task right after the commit, even when this caller has been cancelled
+        # meanwhile: a committed write whose listeners never ran would leave derived state (API-session caches,
+        # sessions to re-evaluate) behind the data.
+        result: T = await self.writer.submit(mutation, on_commit=mutation.committed)
+        # A listener may return a barrier: the write is not answered until it completes (the posture engine uses
+        # this so that a policy change has re-evaluated every affected session before the PATCH returns). A
+        # function rather than a coroutine, so that one whose caller has gone is simply dropped.
+        for barrier in mutation.pending:
+            await barrier()
+        return result
+
+    def post_write(self, fn: Callable[[WriteContext], Any], on_done: Callable[[Outcome], None]) -> None:
+        """Queue ``fn`` for the next group commit without waiting for it (:meth:`controller.data.group_commit.Writer.post`):
+        ``on_done`` gets its outcome on the writer's task once it is durable (or failed), after the listeners have
+        been told of its changes. A barrier a listener returns is not awaited: nobody waits for this write."""
+        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env)
+        self.writer.post(mutation, on_done, on_commit=mutation.committed)
+
+    # Generic resource operations -----------------------------------------------------------------------------
+
+    def list_page(self, kind: str, params: ListParams, candidates: Iterable[str] | None = None,
+                  fields: frozenset[str] | None = None) -> tuple[list[Any], dict[str, Any]]:
+        """A page of ``kind`` and its ``meta``; ``fields``: the only symbols a filter or sort may name (a view
+        that shows only those fields must not let a filter probe the others)."""
+        resource = self.registry[kind]
+        with self.read() as ctx:
+            symbols = ctx.registry.symbols(kind)
+            if fields is not None:
+                symbols = {name: symbol for name, symbol in symbols.items() if name in fields}
+            page: Page = list_rows(ctx, resource, params, candidates, symbols)
+            return [present(ctx, resource, row) for row in page.rows], page.meta
+
+    def detail(self, kind: str, row_id: str) -> dict[str, Any]:
+        resource = self.registry[kind]
+        with self.read() as ctx:
+            row = ctx.txn.get(kind, row_id)
+            if row is None:
+                raise not_found(resource.singular, row_id)
+            return present(ctx, resource, row)
+
+    def exists(self, kind: str, row_id: str) -> bool:
+        with self.store.read() as txn:
+            return txn.exists(kind, row_id)
+
+    def validated_create(self, kind: str, body: Any) -> Callable[[WriteContext], dict[str, Any]]:
+        """Validate a create body now; returns the write that stores it (raises ApiError for a bad body).
+
+        :meth:`create` runs the write in the next group commit; a bulk load may run many in one transaction. A
+        body carrying a secret to hash (a password) goes through :meth:`create`, which hashes it off the event
+        loop; here it is refused (ValueError).
+        """
+        resource = self.registry[kind]
+        body = _prepared(resource, body, Mode.CREATE)
+        variant = validate_body(resource, body, Mode.CREATE)
+        clean = _normalized(resource, body, Mode.CREATE)
+        if any(f.hashed_into and f.name in clean for f in resource.fields):
+            raise ValueError(f"a {kind} body with a secret is created with Domain.create, which hashes it")
+        return lambda ctx: create_row(ctx, resource, clean, variant)
+
+    async def create(self, kind: str, body: Any) -> dict[str, Any]:
+        resource = self.registry[kind]
+        body = _prepared(resource, body, Mode.CREATE)
+        variant = validate_body(resource, body, Mode.CREATE)
+        clean = await self._hashed(resource, _normalized(resource, body, Mode.CREATE))
+        row = await self.write(lambda ctx: create_row(ctx, resource, clean, variant))
+        with self.read() as ctx:
+            return present(ctx, resource, row)
+
+    async def _hashed(self, resource: Resource, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` with each secret a field declares (``Field.hashed_into``) replaced by its hash, computed by
+        ``hash_secret`` (bounded and off the event loop)."""
+        for f in resource.fields:
+            secret = body.get(f.name)
+            if f.hashed_into is None or secret is None:
+                continue
+            if self.hash_secret is None:
+                raise RuntimeError("secrets need Domain.hash_secret, which the composition root sets")
+            body = {k: v for k, v in body.items() if k != f.name}
+            body[f.hashed_into] = await self.hash_secret(str(secret))
+        return body
+
+    async def replace(self, kind: str, row_id: str, body: Any, mode: Mode) -> None:
+        resource = self.registry[kind]
+        stored_variant = None
+        if resource.variants is not None:
+            with self.store.read() as txn:
+                old = txn.get(kind, row_id)
+            if old is None:
+                raise not_found(resource.singular, row_id)
+            stored_variant = old.get(resource.variants.discriminator)
+            name = resource.variants.discriminator
+            if mode is Mode.UPDATE and isinstance(body, dict) and body.get(name) is None:
+                # A PUT without the discriminator keeps the stored one; the kind's accepted spellings need it.
+                body = {**body, name: stored_variant}
+        body = _prepared(resource, body, mode)
+        variant = validate_body(resource, body, mode, stored_variant)
+        clean = await self._hashed(resource, _normalized(resource, body, mode))
+        await self.write(lambda ctx: replace_row(ctx, resource, row_id, clean, mode, variant))
+
+    async def delete(self, kind: str, row_id: str) -> None:
+        resource = self.registry[kind]
+        await self.write(lambda ctx: delete_row(ctx, resource, row_id))
+
+    def role_attributes(self, kind: str, filter_text: str | None) -> tuple[list[str], dict[str, Any]]:
+        """Role attributes in use by ``kind``, sorted, filtered on the symbol ``id`` (the attribute itself)."""
+        query = compile_query(filter_text, _ATTRIBUTE_SYMBOLS)
+        with self.store.read() as txn:
+            values = txn.set_elements(kind, "roleAttributes")
+        matched = [v for v in values if query.predicate({"id": v})]
+        if query.sort and query.sort[0].descending:
+            matched.reverse()
+        # The reference ignores limit/offset query parameters here; only a limit inside the filter applies.
+        limit, offset = page_values(query.limit, query.skip, ListParams())
+        if query.limit is None:
+            limit = -1
+        window = matched[offset:] if limit == -1 else matched[offset:offset + limit]
+        meta = {"filterableFields": ["id"], "pagination": {"limit": NO_LIMIT if limit == -1 else limit,
+                                                          "offset": offset, "totalCount": len(matched)}}
+        return window, meta
+
+
+def _prepared(resource: Resource, body: Any, mode: Mode) -> Any:
+    """Drop internal keys a client may not set, then apply the kind's accepted spellings."""
+    if not isinstance(body, dict):
+        return body
+    clean = {k: v for k, v in body.items() if not k.startswith("_")}
+    return resource.hooks.prepare(clean, mode) if resource.hooks.prepare is not None else clean
+
+
+def _normalized(resource: Resource, body: dict[str, Any], mode: Mode) -> dict[str, Any]:
+    if resource.hooks.normalize is None:
+        return body
+    return resource.hooks.normalize(dict(body), mode)
+
+
+class _Mutation:
+    """What :meth:`Domain.write` submits: runs ``fn`` in a :class:`WriteContext` and keeps the changes it recorded.
+
+    A slotted object rather than a closure: one is alive for every write waiting for its commit (under load, every
+    actor step), and a closure with its cells is five objects for the garbage collector to traverse, this one."""
+
+    __slots__ = ("changes", "env", "fn", "listeners", "now", "pending", "registry")
+
+    def __init__(self, fn: Callable[[WriteContext], Any], registry: Registry, now: float,
+                 listeners: list[ChangeListener], env: Environment | None) -> None:
+        self.fn = fn
+        self.env = env
+        self.registry = registry
+        self.now = now
+        self.listeners = listeners
+        self.changes: list[Change] | tuple[()] = ()
+        self.pending: list[Barrier] | tuple[()] = ()
+
+    def __call__(self, txn: WriteTxn) -> Any:
+        ctx = WriteContext(txn, self.registry, self.now, env=self.env)
+        result = self.fn(ctx)
+        if ctx.changes:
+            self.changes = ctx.changes
+        return result
+
+    def committed(self) -> None:
+        """The write is durable: tell every listener about its changes, keeping what they ask to be awaited."""
+        if not self.changes:
+            return
+        pending = []
+        for listener in self.listeners:
+            done = listener(self.changes)
+            if done is not None:
+                pending.append(done)
+        self.pending = pending
+
+
+class _Reading:
+    """What :meth:`Domain.read` returns; a class, not a generator-based context manager, for the reason given on
+    :class:`storage.store.Reading` (every actor step and request opens one)."""
+
+    __slots__ = ("_domain", "_reader")
+
+    def __init__(self, domain: Domain) -> None:
+        self._domain = domain
+        self._reader: ReadTxn | None = None
+
+    def __enter__(self) -> ReadContext:
+        domain = self._domain
+        txn = self._reader = domain.store.begin_read()
+        return ReadContext(txn, domain.registry, domain.clock.now(), shared=txn.shared_memo(), env=domain.env)
+
+    def __exit__(self, *exc: object) -> None:
+        reader, self._reader = self._reader, None
+        assert reader is not None
+        reader.end()

@@ -1,0 +1,190 @@
+"""The garbage-collection policy: no collection may stall the event loop for long, however many actors live.
+
+Why a policy at all. CPython frees most objects by reference counting; its cyclic collector exists for reference
+cycles, and a *full* (oldest-generation) collection traverses every container object the process tracks. The
+controller keeps such objects by the hundred thousand for as long as it runs: parked identity actors (a Trio task,
+its coroutine frames, its mailbox and posture state, about a dozen tracked objects each), API sessions, the timer
+heap. Untuned, full collections with only 20k actors (and their freshly loaded rows) stalled the loop for
+0.4-0.5 s here (every request and every deadline waited for them; architecture.md saw HTTP p99 go from ~100 ms to
+600-800 ms at 100k actors), and their cost grows with the population: at a million actors, seconds.
+
+The policy, in three parts:
+
+1. :func:`settle` after start-up, after the restore and after any bulk load: one full collection (so that the
+   garbage of the load is freed, not kept), then ``gc.freeze()``, which moves every surviving object into the
+   permanent generation that collections never traverse. ``main`` calls it once the engine has re-armed its
+   deadlines and the API sessions are loaded; a benchmark server calls it after loading actors.
+2. :class:`GcPolicy` (installed by ``main`` for the life of the process) freezes the survivors of every later full
+   collection too, from a ``gc.callbacks`` hook. The actor population churns (each handled message replaces an
+   actor's state and its parking coroutine with new objects, which survive into the oldest generation) and grows
+   (new actors); without re-freezing, the unfrozen oldest generation would grow back to the whole population and
+   full collections with it. Re-frozen after each one, it holds only what was promoted since the last, and a full
+   collection is bounded by the thresholds: at most about ``threshold0 * threshold1 * threshold2`` objects
+   (25k with :data:`THRESHOLDS`, plus the young generations), whatever the population. Measured by the actors
+   benchmark with every core busy, at 100k and at 1M actors (14M objects frozen): full collections of ~25 ms on
+   average, 32-53 ms at worst (most likely the OS preempting a loaded 2-core machine: young collections of 1000
+   objects also took up to 20 ms there); freezing likewise but with thresholds (2000, 10, 10), full collections at
+   only 20k busy actors took 100-135 ms. The price is CPU: collections took about 15% of the time under that
+   saturating load (more, shorter collections).
+3. Objects frozen that die later are still freed by reference counting, as almost everything is (a finished Trio
+   task, a replaced actor state: measured, nothing of them is left to the cyclic collector). What freezing does
+   cost: a reference *cycle* that was alive at a full collection and dies afterwards is never reclaimed. Those are
+   whatever was in flight at that instant (a request's exception traceback, a connection being torn down), so the
+   cost is bounded per full collection, not per object; the actors benchmark reports it (``gc.unfreeze()`` and one
+   collection at the end count what would have been kept: none at 1M actors), and :func:`collect_frozen` reclaims
+   it, at the price of one pause proportional to the whole population, for an operator's maintenance window.
+   Serving HTTP is where such cycles would come from; the http benchmark's long runs are where to watch for them.
+
+What the collector traverses under load is mostly what in-flight work holds: at saturation every actor step waits
+for the group commit, and each collection walks those waiting steps. Sampling the generations showed about 65 tracked
+objects per waiting step (closures and their cells, an Event with its waiter set, the read snapshot and its rows,
+the encoded state); trimmed to the coroutines and a few slotted objects (``controller/posture/engine.py``,
+``controller/data/domain.py``, :class:`actors.live_actors.OneShot`), young collections per event fell by 60% and the
+actor-step CPU by a fifth to a third. Keep objects that wait for a commit lean.
+
+:class:`GcMonitor` records every collection's pause (what ``/metrics``-style monitoring and the benchmarks read).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["GcMonitor", "GcPolicy", "PauseStatistics", "collect_frozen", "runtime_policy", "settle"]
+
+# A collection traverses about 0.5 µs per object on these machines under load (the young generations included),
+# so threshold1 = threshold2 = 5 instead of 10 and threshold0 = 1000: the middle generation stays under ~6k objects
+# (a few ms) and a full collection of what is not frozen under ~40k (~20 ms).
+THRESHOLDS = (1000, 5, 5)
+
+
+def settle() -> int:
+    """Collect everything not yet frozen, then freeze what survived; returns the objects now frozen.
+
+    Pauses for as long as one full collection of the objects created since the last freeze (seconds after loading
+    a million actors): call it before serving, or between measurements, never on a latency-sensitive path.
+    """
+    gc.collect()
+    gc.freeze()
+    # CPython waits for the oldest generation to grow by a quarter of what the last full collection kept before it
+    # collects it again; that figure still counts everything just frozen, so without this second collection (of
+    # nothing: instant) the next one would wait for, and then traverse, a quarter of the whole population.
+    gc.collect()
+    return gc.get_freeze_count()
+
+
+def collect_frozen() -> int:
+    """Unfreeze, collect everything and freeze again; returns how many unreachable objects were found.
+
+    The only way to reclaim reference cycles that died after being frozen; it traverses the whole population, so
+    it pauses like an untuned full collection.
+    """
+    gc.unfreeze()
+    found = gc.collect()
+    gc.freeze()
+    return found
+
+
+@dataclass(slots=True)
+class PauseStatistics:
+    """Collections of one generation: how many, their total and longest pause (seconds)."""
+
+    count: int = 0
+    total: float = 0.0
+    max: float = 0.0
+
+
+@dataclass(slots=True)
+class GcMonitor:
+    """Times every collection of the process while installed (``gc.callbacks``); cheap enough to leave on."""
+
+    generations: list[PauseStatistics] = field(default_factory=lambda: [PauseStatistics() for _ in range(3)])
+    _started: float = 0.0
+
+    def install(self) -> GcMonitor:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def uninstall(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def reset(self) -> None:
+        self.generations = [PauseStatistics() for _ in range(3)]
+
+    @property
+    def max_pause(self) -> float:
+        return max(g.max for g in self.generations)
+
+    def statistics(self) -> dict[str, float]:
+        """Per generation: collections, total and max pause in milliseconds; plus the objects frozen."""
+        stats: dict[str, float] = {"frozen": float(gc.get_freeze_count())}
+        for number, g in enumerate(self.generations):
+            stats[f"gen{number}_collections"] = float(g.count)
+            stats[f"gen{number}_total_ms"] = g.total * 1e3
+            stats[f"gen{number}_max_ms"] = g.max * 1e3
+        return stats
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        pause = time.perf_counter() - self._started
+        g = self.generations[int(info["generation"])]
+        g.count += 1
+        g.total += pause
+        g.max = max(g.max, pause)
+
+
+class GcPolicy:
+    """Thresholds plus freezing after every full collection (part 2 of the module docstring), for as long as it is
+    installed. ``uninstall`` restores the previous thresholds and unfreezes: whatever outlives the controller in the
+    same process (a test run) goes back to ordinary collection instead of being kept forever."""
+
+    def __init__(self, thresholds: tuple[int, int, int] = THRESHOLDS) -> None:
+        self.thresholds = thresholds
+        self.refreezes = 0
+        self._previous: tuple[int, int, int] | None = None
+
+    def install(self) -> GcPolicy:
+        if self._previous is None:
+            self._previous = gc.get_threshold()
+            gc.set_threshold(*self.thresholds)
+            gc.callbacks.append(self._callback)
+        return self
+
+    def uninstall(self) -> None:
+        if self._previous is not None:
+            gc.set_threshold(*self._previous)
+            self._previous = None
+            if self._callback in gc.callbacks:
+                gc.callbacks.remove(self._callback)
+            gc.unfreeze()
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        # The collection is over: its survivors are all in the oldest generation, and freezing them is a list
+        # splice (constant time), so the next full collection starts from nothing again.
+        if phase == "stop" and info["generation"] == 2:
+            gc.freeze()
+            self.refreezes += 1
+
+
+@contextmanager
+def runtime_policy() -> Iterator[GcPolicy]:
+    """The process settings a running controller needs, restored on exit: the :class:`GcPolicy`, and a GIL switch
+    interval of 0.5 ms. The commit thread holds the GIL for up to the switch interval (5 ms by default) whenever it
+    runs Python; a shorter interval hands the lock back to the event loop sooner, which bounds the latency a commit
+    adds, and lets the commit thread in sooner when the event loop is the busy one."""
+    policy = GcPolicy().install()
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    try:
+        yield policy
+    finally:
+        sys.setswitchinterval(switch_interval)
+        policy.uninstall()

@@ -1,0 +1,175 @@
+"""Prometheus metrics of one controller: its own registry, the few instruments events update, and one collector that
+reads everything else when scraped.
+
+What happens per event costs a counter increment or a histogram observation, nothing more: an HTTP request (by route
+template, never the raw path, so label values stay bounded), a refused login (by method and error code), a group
+commit (its duration and its number of writes). Everything that is a count of something held (live and parked
+identity actors, pending deadlines, API sessions) or already counted by its owner (deadlines fired, sessions revoked
+by cause, the deadlines' lateness, which :class:`~actors.lateness.LatenessRecorder` keeps in a constant-memory
+histogram) is read by :class:`_ControllerCollector` at scrape time: no gauge is updated on every change and no task
+polls.
+
+Each controller gets its own :class:`prometheus_client.CollectorRegistry` (never the process-wide default one: a test
+process runs many controllers). :func:`attach_metrics` builds it and hangs it on the controller (``controller.metrics``)
+where the request layer and the login paths find it with :func:`metrics_of`; a controller without metrics (no
+``--metrics-address``) pays one attribute read per login failure and nothing per request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from actors.lateness import LatenessHistogram
+from controller.posture.machine import REVOKE_CAUSES
+
+if TYPE_CHECKING:
+    from controller.runtime.composition import Controller
+
+__all__ = ["LOGIN_METHODS", "METRICS_PATH", "UNMATCHED_ROUTE", "Metrics", "attach_metrics", "metrics_of",
+           "note_login_failure"]
+
+METRICS_PATH = "/metrics"
+"""Where the metrics listener serves the exposition."""
+UNMATCHED_ROUTE = "unmatched"
+"""The route label of a request no route matched (a 404 or 405 of the router)."""
+LOGIN_METHODS = frozenset({"password", "cert", "ext-jwt", "mfa"})
+"""The ``method`` label values of login failures; any other method a client names is counted as ``other``."""
+
+_HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# From a fraction of a millisecond (a read served from memory) to the request timeouts.
+_REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# A commit's page writes and fsync: tenths of a millisecond on a fast disk, seconds on a struggling one.
+_COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+# Writes per group commit, up to the writer's largest batch (controller.data.group_commit.THREAD_BATCH).
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class Metrics:
+    """The metrics of one controller.
+
+    Args:
+        controller: whose parts the collector reads at scrape time (its posture engine, scheduler and API sessions).
+
+    Attributes:
+        registry: every metric of this controller; what ``GET /metrics`` exposes.
+        url: the metrics listener's URL (``http://host:port/metrics``) once it is bound, for whoever started the
+            controller; None before.
+    """
+
+    def __init__(self, controller: Controller) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.url: str | None = None
+        self._requests = Counter("tollgate_http_requests", "HTTP requests answered, by route template, method and "
+                                 "status.", ["route", "method", "status"], registry=self.registry)
+        self._request_seconds = Histogram("tollgate_http_request_duration_seconds", "Time from a request's arrival "
+                                          "at the application to its response, by route template and method.",
+                                          ["route", "method"], buckets=_REQUEST_BUCKETS, registry=self.registry)
+        self._login_failures = Counter("tollgate_login_failures", "Logins refused, by authentication method "
+                                       "(mfa: the second factor's code) and error code.", ["method", "code"],
+                                       registry=self.registry)
+        self._commit_seconds = Histogram("tollgate_writer_commit_duration_seconds", "Duration of each group "
+                                         "commit: the page writes and fsync (the whole batch when the writer runs "
+                                         "inline).", buckets=_COMMIT_BUCKETS, registry=self.registry)
+        self._batch_writes = Histogram("tollgate_writer_batch_writes", "Writes per group commit.",
+                                       buckets=_BATCH_BUCKETS, registry=self.registry)
+        # The children of each label set, made once: labels() takes a lock and checks its arguments every time.
+        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self.registry.register(_ControllerCollector(controller))
+
+    def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
+        """Count one answered request. ``route`` is the matched rule (``/edge/management/v1/identities/<id>``), None
+        when no rule matched; a method outside the standard ones is counted as ``other``."""
+        key = (route or UNMATCHED_ROUTE, method if method in _HTTP_METHODS else "other", status)
+        children = self._request_children.get(key)
+        if children is None:
+            children = self._request_children[key] = (self._requests.labels(key[0], key[1], str(status)),
+                                                      self._request_seconds.labels(key[0], key[1]))
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def login_failed(self, method: str, code: str) -> None:
+        """Count one refused login by ``method`` (see :data:`LOGIN_METHODS`) and the error code it was refused
+        with."""
+        self._login_failures.labels(method if method in LOGIN_METHODS else "other", code).inc()
+
+    def batch_committed(self, writes: int, seconds: float) -> None:
+        """Observe one group commit of ``writes`` writes that took ``seconds`` (the writer's batch observer)."""
+        self._commit_seconds.observe(seconds)
+        self._batch_writes.observe(writes)
+
+
+def attach_metrics(controller: Controller) -> Metrics:
+    """Give ``controller`` its metrics: build them, observe the writer's commits, and make them what
+    :func:`metrics_of` returns. Call once, before the application is built (it looks them up then)."""
+    metrics = Metrics(controller)
+    controller.writer.observe_batch = metrics.batch_committed
+    controller.metrics = metrics
+    return metrics
+
+
+def metrics_of(controller: Controller) -> Metrics | None:
+    """The metrics :func:`attach_metrics` gave ``controller``; None when it has none."""
+    return controller.metrics
+
+
+def note_login_failure(controller: Controller, method: str, code: str) -> None:
+    """Count a refused login on ``controller``'s metrics, if it has any (:meth:`Metrics.login_failed`)."""
+    metrics = metrics_of(controller)
+    if metrics is not None:
+        metrics.login_failed(method, code)
+
+
+class _ControllerCollector:
+    """Reads, at each scrape, what the controller's parts hold and count: the identity actors, the deadline
+    scheduler, the deadlines' lateness, the revocations and the API sessions."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._engine = controller.engine
+        self._sessions = controller.sessions
+
+    def collect(self) -> Iterator[Metric]:
+        engine = self._engine
+        actors = engine.actors.statistics()
+        yield GaugeMetricFamily("tollgate_identity_actors_live", "Identity actors with a running task (handling "
+                                "messages or parked).", value=actors["live"])
+        yield GaugeMetricFamily("tollgate_identity_actors_parked", "Live identity actors parked until their next "
+                                "message or deadline.", value=actors["parked"])
+        yield CounterMetricFamily("tollgate_identity_actor_crashes", "Identity actor steps that raised (the actor "
+                                  "went on from its state before the step).", value=actors["crashed"])
+        yield GaugeMetricFamily("tollgate_scheduler_pending_deadlines", "Identity deadlines armed and not yet "
+                                "reached.", value=actors["scheduler_pending"])
+        yield GaugeMetricFamily("tollgate_scheduler_heap_entries", "Entries in the deadline heap, stale ones "
+                                "(re-armed or disarmed) included.", value=actors["scheduler_heap"])
+        yield CounterMetricFamily("tollgate_scheduler_fired_deadlines", "Identity deadlines reached and delivered "
+                                  "to their actors.", value=actors["scheduler_fired"])
+        lateness = engine.lateness
+        yield _histogram("tollgate_deadline_decision_lateness_seconds", "From an identity deadline to the decision "
+                         "taken on it.", lateness.decision)
+        yield _histogram("tollgate_deadline_durable_lateness_seconds", "From an identity deadline to the durable "
+                         "commit of its decision's revocations.", lateness.durable)
+        revocations = CounterMetricFamily("tollgate_session_revocations", "Dial/Bind sessions the posture engine "
+                                          "revoked, by cause: policy (no policy grants the service any more), "
+                                          "posture (a posture check fails), mfa_timeout (an MFA check timed out).",
+                                          labels=["cause"])
+        for cause in REVOKE_CAUSES:
+            revocations.add_metric([cause], engine.revocations[cause])
+        yield revocations
+        yield GaugeMetricFamily("tollgate_api_sessions", "Live API sessions.",
+                                value=self._sessions.statistics().live_sessions)
+
+
+def _histogram(name: str, documentation: str, histogram: LatenessHistogram) -> HistogramMetricFamily:
+    """A :class:`LatenessHistogram` as a Prometheus histogram: its power-of-two buckets made cumulative (a negative
+    lateness counts in the first bucket, and in the sum as it was)."""
+    buckets: list[tuple[str, float]] = []
+    seen = 0
+    for index, count in enumerate(histogram.counts):
+        seen += count
+        bound = histogram.upper_bound(index)
+        buckets.append(("+Inf" if math.isinf(bound) else repr(bound), seen))
+    return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=histogram.total)

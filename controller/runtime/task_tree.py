@@ -1,0 +1,165 @@
+"""The whole task tree of a running controller, in one function.
+
+``run(settings)`` opens the data directory, bootstraps a new database, starts the writer and the API-session expiry
+service, then serves both APIs (``web/server.py``, hypercorn's worker with client certificates), and the metrics
+listener when ``settings.metrics_address`` asks for one (``web/metrics_app.py``), until SIGINT or SIGTERM. On a
+signal the listeners stop accepting, let in-flight requests finish, and only then are the services cancelled: the
+writer finishes any batch it holds, so every acknowledged write is on disk.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import trio
+from hypercorn.config import Config
+
+from controller.certificates import Pki
+from controller.certificates.renewal import renew_server_certificate
+from controller.runtime import memory
+from controller.runtime.bootstrap import bootstrap
+from controller.runtime.composition import Controller
+from controller.runtime.metrics import METRICS_PATH, Metrics, attach_metrics
+from controller.runtime.settings import Settings
+
+__all__ = ["hypercorn_config", "run", "serve_controller"]
+
+log = logging.getLogger("tollgate")
+
+
+def hypercorn_config(settings: Settings, pki: Pki | None) -> Config:
+    """hypercorn's configuration: one bind (port 0 picks a free port), TLS when ``pki`` is given, our logging."""
+    config = Config()
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    config.bind = [f"{host}:{settings.port}"]
+    config.accesslog = None  # web/app.py logs every request itself, as one JSON line
+    # A Logger (not the default "-") makes hypercorn add no handler of its own: its messages reach our JSON handler.
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = 10.0
+    # Silence is bounded by the read timeout wherever the server waits for the client: before a request's head is
+    # complete and between requests, hypercorn's idle timer closes the connection; while the app reads a body, the
+    # app's body timeout answers 408 (web/app.py). hypercorn's own read_timeout is not used: it also runs while the
+    # app handles a request it has wholly received (a slow answer was dropped), and after it fires with no request
+    # in flight hypercorn stops reading but leaves the connection open to the idle timer.
+    config.keep_alive_timeout = float(settings.read_timeout)
+    config.read_timeout = None
+    if pki is not None:
+        config.certfile = str(pki.server_cert_path)
+        config.keyfile = str(pki.server_key_path)
+    return config
+
+
+@contextmanager
+def _signal_trigger() -> Iterator[Callable[[], Awaitable[None]]]:
+    """Catch SIGINT and SIGTERM from now on; yields the shutdown trigger that returns on the first of them.
+
+    The receiver is open before hypercorn starts, so a signal sent as soon as the URLs are printed is never lost
+    (nor kills the process with the default action).
+    """
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+
+        async def _wait_for_signal() -> None:
+            async for signum in signals:
+                log.info("shutdown requested", extra={"signal": signal.Signals(signum).name})
+                return
+
+        yield _wait_for_signal
+
+
+async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller, list[str]], None] | None = None,
+                           shutdown_trigger: Callable[..., Awaitable[None]] | None = None) -> None:
+    """Run the controller until ``shutdown_trigger`` returns (default: SIGINT or SIGTERM).
+
+    ``on_ready(controller, urls)`` is called once both APIs accept connections, with the bound base URLs (the real
+    port when ``settings.port`` is 0); without it the URLs are printed. With TLS, clients may present a certificate
+    from a CA of ``controller.tls``. With ``settings.metrics_address``, the metrics listener is up by then too, at
+    ``metrics_of(controller).url`` (:func:`controller.runtime.metrics.metrics_of`; printed without ``on_ready``). On
+    shutdown the listeners stop accepting, let in-flight requests finish (up to their graceful timeout), then the API
+    sessions' activity is persisted and the services stop; every write acknowledged to a client is on disk by then.
+    """
+    from web.app import create_app
+
+    controller = Controller.open(settings)
+    # Before the services start, so that they count from the first commit (and before the application, which looks
+    # them up as it is built).
+    metrics = attach_metrics(controller) if settings.metrics_address is not None else None
+    pki = controller.pki if settings.tls else None
+    try:
+        with memory.runtime_policy():
+            async with trio.open_nursery() as services:
+                await services.start(controller.writer.run)
+                await services.start(controller.engine.run)
+                result = await bootstrap(controller)
+                if result.generated_password is not None:
+                    print(f"Created the default admin '{result.username}' with password: "
+                          f"{result.generated_password}", flush=True)
+                    print(f"  (also written to {settings.data_dir / 'admin-credentials'})", flush=True)
+                await services.start(controller.sessions.run)
+                await services.start(controller.database.run)
+                await services.start(renew_server_certificate, controller)
+                app = create_app(controller)
+                # Everything restored so far lives as long as the process: freeze it before serving
+                # (controller/runtime/memory.py).
+                memory.settle()
+                with ExitStack() as stack:
+                    trigger = shutdown_trigger or stack.enter_context(_signal_trigger())
+                    await _serve(controller, app, hypercorn_config(settings, pki), trigger, on_ready, metrics)
+                # The server has returned: no request is in flight; persist what only memory holds, then stop.
+                await controller.sessions.flush()
+                services.cancel_scope.cancel()
+    finally:
+        controller.close()
+        log.info("controller stopped")
+
+
+async def _serve(controller: Controller, app: Any, config: Config,
+                 trigger: Callable[..., Awaitable[None]],
+                 on_ready: Callable[[Controller, list[str]], None] | None, metrics: Metrics | None) -> None:
+    """Serve ``app``, and ``metrics`` when given, until ``trigger`` returns and every in-flight request of either
+    listener has finished."""
+    from web.metrics_app import serve_metrics
+    from web.server import serve
+
+    pki = controller.pki if controller.settings.tls else None
+    stopping = trio.Event()
+
+    async def shutdown() -> None:
+        await trigger()
+        stopping.set()  # the metrics listener stops with the APIs'
+
+    async with trio.open_nursery() as web:
+        if metrics is not None:
+            bound = await web.start(functools.partial(serve_metrics, controller, metrics.registry,
+                                                      shutdown_trigger=stopping.wait))
+            metrics.url = bound[0] + METRICS_PATH
+        binds = await web.start(functools.partial(serve, app, config, trust=controller.tls,
+                                                  max_connections=controller.settings.max_connections,
+                                                  shutdown_trigger=shutdown))
+        scheme = "https" if pki else "http"
+        urls = [b.replace("http://", f"{scheme}://").replace("https://", f"{scheme}://") for b in binds]
+        port = urlsplit(urls[0]).port if urls else None
+        if port is not None:
+            # Enrolment JWTs name the controller's address; with port 0 it is known only now.
+            controller.jwts.address = controller.settings.address_for(port)
+        if on_ready is not None:
+            on_ready(controller, urls)
+        else:
+            # Flushed: whoever started us (a supervisor, a test) may be reading stdout through a pipe.
+            for url in urls:
+                print(f"Management API: {url}/edge/management/v1", flush=True)
+                print(f"Client API:     {url}/edge/client/v1", flush=True)
+            if pki is not None:
+                print(f"CA bundle:      {pki.ca_cert_path}", flush=True)
+            if metrics is not None:
+                print(f"Metrics:        {metrics.url}", flush=True)
+        log.info("controller started", extra={"urls": urls, "metrics": metrics.url if metrics is not None else None})
+
+
+def run(settings: Settings) -> None:
+    trio.run(serve_controller, settings)

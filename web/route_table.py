@@ -1,0 +1,101 @@
+"""The route table: what each served operation is and who may call it, for the application and for the OpenAPI
+generator.
+
+An operation's :class:`RouteInfo` declares its access level, and that declaration is the check: :meth:`Routes.add`
+serves every handler behind :func:`web.guards.admit` for that level, so what the OpenAPI document states is what
+is enforced, and no operation can be served without a level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any
+
+from quart import Blueprint, Response
+
+from controller.runtime.composition import Controller
+from web.guards import Access, admit
+
+__all__ = ["Handler", "RouteInfo", "Routes"]
+
+
+@dataclass(frozen=True, slots=True)
+class RouteInfo:
+    """One served operation: where it is, who may call it, and what the OpenAPI generator says about it.
+
+    Every field after ``tag`` is keyword-only; ``access`` has no default, so every operation states its level.
+    """
+
+    api: str  # "management" or "client"
+    method: str
+    path: str  # with {id} placeholders, relative to the API base path
+    operation_id: str
+    tag: str
+    _: KW_ONLY
+    access: Access
+    kind: str | None = None  # resource kind for generic operations
+    action: str | None = None  # list/create/detail/update/patch/delete/association/role-attributes
+    target: str | None = None  # target kind of an association
+    summary: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    # What the OpenAPI document says about a custom operation; generic ones (``kind`` set) derive all of this from
+    # the resource spec.
+    body: Mapping[str, Any] | None = None  # JSON schema of the request body
+    body_optional: bool = False  # the body may be left out (a DELETE whose absent body means "all")
+    data: Mapping[str, Any] | None = None  # JSON schema of the answer's ``data`` (of the whole answer when raw)
+    status: int = 200  # status of a successful answer
+    query: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> schema, plus "required": True
+    paged: bool = False  # takes the list parameters (limit, offset, filter, sort)
+    produces: str = "application/json"  # media type(s) of a successful answer, comma-separated
+    consumes: str = "application/json"  # media type(s) the body may come as, comma-separated
+    raw: bool = False  # the answer is the bare ``data`` value, not wrapped in the envelope
+    headers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # header parameters, as ``query``
+    # Statuses of the error answers the operation gives beyond those web.openapi derives for every operation (400
+    # with parameters or a body, 401 with a session, 404 with a path id, 413 with a body).
+    errors: tuple[int, ...] = ()
+
+    @property
+    def admin(self) -> bool:
+        """The operation needs an administrator's session."""
+        return self.access is Access.ADMIN
+
+    @property
+    def session(self) -> bool:
+        """The operation needs a ``zt-session`` header (a partial session's counts); ``admin`` implies it."""
+        return self.access is not Access.ANYONE
+
+
+Handler = Callable[..., Awaitable[Response]]
+
+
+class Routes(list[RouteInfo]):
+    """The operations one application serves, in registration order (the OpenAPI generator reads it).
+
+    Args:
+        controller: whose sessions and identities the access checks of every operation consult.
+    """
+
+    def __init__(self, controller: Controller) -> None:
+        super().__init__()
+        self._controller = controller
+
+    def add(self, bp: Blueprint, info: RouteInfo, handler: Handler) -> None:
+        """Serve ``handler`` on ``bp`` at ``info.method`` and ``info.path`` (endpoint ``info.operation_id``) and
+        record ``info``.
+
+        The handler runs only for callers :func:`web.guards.admit` lets in at ``info.access``, and reads their
+        session with :func:`web.guards.current_session`; every other caller gets 401 UNAUTHORIZED before the
+        handler (and so before its body is read or validated). The handler is called with the path's values as
+        keyword arguments.
+        """
+        controller = self._controller
+        access = info.access
+
+        async def guarded(**path_values: str) -> Response:
+            admit(controller, access)
+            return await handler(**path_values)
+
+        rule = info.path.replace("{", "<").replace("}", ">")
+        bp.add_url_rule(rule, endpoint=info.operation_id, view_func=guarded, methods=[info.method])
+        self.append(info)
