@@ -18,9 +18,9 @@ import trio
 
 from controller.certificates import ensure_pki
 from controller.runtime import memory
-from controller.runtime.bootstrap import bootstrap
 from controller.runtime.composition import Controller
 from controller.runtime.settings import Settings
+from controller.runtime.task_tree import start_services
 
 __all__ = ["Running", "running_controller"]
 
@@ -56,20 +56,17 @@ class Running:
 @asynccontextmanager
 async def running_controller(data_dir: Path, *, worker_threads: bool = True,
                              durable: bool = True) -> AsyncIterator[Running]:
-    """Open ``data_dir`` and start the services in ``controller.runtime.task_tree``'s order, under its runtime policy
-    (:func:`controller.runtime.memory.runtime_policy`): writer, posture engine (which re-arms every persisted deadline),
-    bootstrap, API-session expiry, then :func:`controller.runtime.memory.settle`. ``worker_threads`` and ``durable``
-    False commit on the Trio thread without fsync (what a count of instructions wants: one thread, no waiting)."""
+    """Open ``data_dir`` and start its services (:func:`controller.runtime.task_tree.start_services`) under the
+    runtime policy (:func:`controller.runtime.memory.runtime_policy`), then :func:`controller.runtime.memory.settle`.
+    ``worker_threads`` and ``durable`` False commit on the Trio thread without fsync (what a count of instructions
+    wants: one thread, no waiting)."""
     _seed_pki(data_dir)
     started = time.perf_counter()
     controller = Controller.open(_settings(data_dir, worker_threads=worker_threads, durable=durable))
     try:
         with memory.runtime_policy():
             async with trio.open_nursery() as services:
-                await services.start(controller.writer.run)
-                await services.start(controller.engine.run)
-                await bootstrap(controller)
-                await services.start(controller.sessions.run)
+                await start_services(controller, services)
                 memory.settle()
                 yield Running(controller, time.perf_counter() - started)
                 services.cancel_scope.cancel()

@@ -45,7 +45,7 @@ from controller.access.grants import access_digest
 from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
 from controller.clock import format_time
 from controller.data.write_path import create_row
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 from controller.posture.engine import STATE_KIND
 from controller.posture.messages import ReadState
 from controller.posture.records import MfaState

@@ -23,8 +23,7 @@ from typing import Any
 from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
 from controller.clock import format_time
 from controller.data.write_path import create_row
-from controller.model.context import WriteContext
-from controller.model.spec import Resource
+from controller.model.spec import Resource, WriteContext
 from controller.posture.engine import STATE_KIND
 from controller.posture.records import MfaState
 from controller.posture.state import IdentityState, SessionPosture, encode_state

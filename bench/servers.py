@@ -27,9 +27,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
+
+if TYPE_CHECKING:
+    from controller.runtime.composition import Controller
 
 __all__ = ["GcPauses", "Server", "Spec", "running", "running_all", "seed", "wait_idle"]
 
@@ -104,8 +107,8 @@ def _settings(args: argparse.Namespace, *, durable: bool) -> Any:
 
 async def _seed(args: argparse.Namespace) -> dict[str, Any]:
     from bench.model import HTTP, LARGE, MEDIUM, load_model
-    from controller.runtime.bootstrap import bootstrap
     from controller.runtime.composition import Controller
+    from controller.runtime.task_tree import start_services
 
     size = {"http": HTTP, "medium": MEDIUM, "large": LARGE}[args.model]
     if args.no_posture_checks:
@@ -119,8 +122,7 @@ async def _seed(args: argparse.Namespace) -> dict[str, Any]:
     controller = Controller.open(_settings(args, durable=False))
     try:
         async with trio.open_nursery() as services:
-            await services.start(controller.writer.run)
-            await bootstrap(controller)
+            await start_services(controller, services)
             loaded = await load_model(controller, size)
             if args.actors:
                 from bench.identity_seeding import seed_mfa_identities
@@ -152,7 +154,7 @@ def _serve_controller(args: argparse.Namespace) -> None:
 
     actor_ids = model.pop("actor_ids", [])
 
-    async def announce(controller: Any, url: str) -> None:
+    async def announce(controller: Controller, url: str) -> None:
         if actor_ids and args.wake:
             from bench.identity_seeding import wake_all
 
@@ -164,7 +166,7 @@ def _serve_controller(args: argparse.Namespace) -> None:
         _write_info(args.info, {"url": url, "pid": os.getpid(), "model": model,
                                 "actors": controller.engine.actors.statistics()})
 
-    def ready(controller: Any, urls: list[str]) -> None:
+    def ready(controller: Controller, urls: list[str]) -> None:
         # The info file (which the benchmark waits for) is written once every actor is awake and parked.
         trio.lowlevel.spawn_system_task(announce, controller, urls[0])
 

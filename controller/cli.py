@@ -1,173 +1,22 @@
-"""The ``tollgate`` command line: ``tollgate serve [--data-dir DIR] [--host H] [--port P] [--no-tls] ...`` runs the
-controller; every other verb administers one (``controller/admin/``). One click group holds them all."""
+"""The ``tollgate`` command: one click group holding ``serve``, which runs the controller
+(``controller/runtime/serve_command.py``), and every verb that administers one (``controller/admin/``)."""
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
-import click
+from controller.admin.verbs import cli
+from controller.runtime.serve_command import parse_settings, serve
 
-from controller.runtime.logs import configure_logging
-from controller.runtime.settings import Settings
+__all__ = ["cli", "main", "parse_settings"]
 
-__all__ = ["main", "parse_settings", "serve"]
-
-_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-# The reference controller's limits for the default admin's credentials (``ziti controller edge init``).
-_USERNAME_LENGTH = (4, 100)
-_PASSWORD_LENGTH = (5, 100)
-# The server key types ensure_pki accepts (controller.certificates.pki.SERVER_KEY_TYPES), spelled out here so that
-# parsing the command line does not import the controller.
-_SERVER_KEY_TYPES = ("rsa", "ec")
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise click.BadParameter("must be a whole number between 0 and 65535") from None
-    if not 0 <= value <= 65535:
-        raise click.BadParameter("must be between 0 and 65535 (0 picks a free port)")
-    return value
-
-
-def _host_port(text: str) -> str:
-    """A listen address ``HOST:PORT`` (``[IPv6]:PORT``), as hypercorn binds it; returned unchanged."""
-    host, _, port = text.rpartition(":")
-    bracketed = host.startswith("[") and host.endswith("]")
-    name = host[1:-1] if bracketed else host
-    if (not name or any(c in name for c in "[]") or (":" in name and not bracketed)
-            or not (port.isascii() and port.isdigit()) or int(port) > 65535):
-        raise click.BadParameter("must be HOST:PORT ([ADDRESS]:PORT for IPv6), the port between 0 and 65535")
-    return text
-
-
-class _Positive(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click releases
-    """A positive whole number of ``unit``."""
-
-    name = "N"
-
-    def __init__(self, unit: str) -> None:
-        self.unit = unit
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            self.fail(f"must be a positive number of {self.unit}", param, ctx)
-        if number <= 0:
-            self.fail(f"must be a positive number of {self.unit}", param, ctx)
-        return number
-
-
-def _checked(convert: Any) -> Any:
-    """A click callback running ``convert`` on a given value (None stays None)."""
-    return lambda ctx, param, value: None if value is None else convert(value)
-
-
-@click.command("serve", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--data-dir", type=click.Path(path_type=Path), default=Path("data"),
-              help="LMDB, PKI and credentials (./data)")
-@click.option("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
-@click.option("--port", metavar="PORT", default="1280", callback=_checked(_port),
-              help="listen port; 0 picks a free one (1280)")
-@click.option("--no-tls", is_flag=True, help="serve plain HTTP instead of HTTPS")
-@click.option("--san", multiple=True, help="extra server certificate name (repeatable)")
-@click.option("--session-timeout", type=float, default=1800.0,
-              help="idle seconds before an API session ends (1800; under 60 means 1800)")
-@click.option("--max-body-bytes", type=_Positive("bytes"), default=1 << 20, help="request body size cap (1 MiB)")
-@click.option("--no-posture-evaluation", is_flag=True,
-              help="grant sessions on service policies alone; posture checks never refuse or revoke")
-@click.option("--server-key", type=click.Choice(_SERVER_KEY_TYPES), default="rsa",
-              help="server key type: rsa (RS256 JWTs, needed by libziti 0.29 SDKs) or ec (P-256, ES256) (rsa); a "
-                   "change replaces the server certificate, never the CA")
-@click.option("--cert-validity-days", type=_Positive("days"), default=365,
-              help="lifetime of issued identity and router certificates, in days (365)")
-@click.option("--max-connections", type=_Positive("connections"), default=1000,
-              help="connections served at once; more are closed at once (1000)")
-@click.option("--read-timeout", type=_Positive("seconds"), default=30,
-              help="seconds to wait for a request head, between requests, and for a body (30)")
-@click.option("--address", default=None,
-              help="the URL endpoints reach the controller at, written into enrolment JWTs (https://HOST:PORT from "
-                   "--host and --port)")
-@click.option("--metrics-address", metavar="HOST:PORT", default=None, callback=_checked(_host_port),
-              help="serve GET /metrics (Prometheus text format, plain HTTP, no session needed) on this separate "
-                   "listener; port 0 picks a free one (off: no metrics listener)")
-@click.option("--log-level", type=click.Choice(_LEVELS, case_sensitive=False), default="INFO",
-              help="log level (INFO)")
-@click.pass_context
-def serve(ctx: click.Context, /, **options: Any) -> None:
-    """Serve the management and client APIs. The default admin's credentials on first start come from
-    TOLLGATE_ADMIN_USERNAME (admin) and TOLLGATE_ADMIN_PASSWORD (random when unset, printed once and written to
-    DATA_DIR/admin-credentials)."""
-    settings = _settings(options, os.environ)
-    configure_logging(str(options["log_level"]).upper())
-    from controller.runtime.task_tree import run
-    from storage.store import StoreInUse
-
-    try:
-        run(settings)
-    except KeyboardInterrupt:  # a second Ctrl-C while shutting down
-        logging.getLogger("tollgate").warning("interrupted")
-        ctx.exit(130)
-    except StoreInUse as exc:  # a second controller on the same data directory
-        logging.getLogger("tollgate").error(str(exc))
-        ctx.exit(1)
-
-
-def _settings(options: Mapping[str, Any], environ: Mapping[str, str]) -> Settings:
-    """Settings from ``serve``'s options and the ``TOLLGATE_ADMIN_*`` environment variables.
-
-    Raises:
-        click.UsageError: admin credentials outside the login limits (they could never log in).
-    """
-    username = environ.get("TOLLGATE_ADMIN_USERNAME") or "admin"
-    password = environ.get("TOLLGATE_ADMIN_PASSWORD") or None
-    for name, value, (low, high) in (("TOLLGATE_ADMIN_USERNAME", username, _USERNAME_LENGTH),
-                                     ("TOLLGATE_ADMIN_PASSWORD", password, _PASSWORD_LENGTH)):
-        if value is not None and not low <= len(value) <= high:
-            raise click.UsageError(f"{name} must be {low} to {high} characters long")
-    return Settings(
-        data_dir=options["data_dir"], host=options["host"], port=options["port"], tls=not options["no_tls"],
-        sans=tuple(options["san"]), session_timeout=options["session_timeout"],
-        max_body_bytes=options["max_body_bytes"], admin_username=username, admin_password=password,
-        evaluate_posture=not options["no_posture_evaluation"], server_key_type=options["server_key"],
-        client_cert_days=options["cert_validity_days"], address=options["address"],
-        max_connections=options["max_connections"], read_timeout=options["read_timeout"],
-        metrics_address=options["metrics_address"],
-    )
-
-
-def parse_settings(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> tuple[Settings, str]:
-    """The settings and log level ``tollgate serve ...`` (``argv`` without the program name) would run with.
-
-    Bad arguments print a usage error and exit with status 2 (SystemExit), as the command itself does; ``--help``
-    prints the help and exits with 0.
-    """
-    args = list(argv)
-    try:
-        if not args or args[0] != "serve":
-            raise click.UsageError("Missing command: tollgate serve [OPTIONS]")
-        with serve.make_context("tollgate serve", args[1:]) as ctx:
-            settings = _settings(ctx.params, os.environ if environ is None else environ)
-            return settings, str(ctx.params["log_level"]).upper()
-    except click.exceptions.Exit as done:  # --help
-        raise SystemExit(done.exit_code) from None
-    except click.ClickException as error:
-        error.show()
-        raise SystemExit(error.exit_code) from None
+cli.add_command(serve)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tollgate`` script; returns the process exit status (the admin verbs' help documents
     them)."""
-    from controller.admin.verbs import cli
-
     try:
         cli.main(list(sys.argv[1:] if argv is None else argv), prog_name="tollgate")
     except SystemExit as stopped:  # click ends every run with sys.exit

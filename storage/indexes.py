@@ -19,15 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import lmdb
 
 from storage.keys import composite_key, to_key
+from storage.layout import KindLayout
 from storage.rows import decode_row
-
-if TYPE_CHECKING:
-    from storage.store import KindLayout
 
 __all__ = ["Index", "IndexBuildError", "index_name", "layout_indexes", "open_indexes"]
 

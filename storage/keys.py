@@ -4,10 +4,9 @@ id or indexed values it could not hold (``storage/store.py`` calls it before any
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from storage.store import KindLayout
+from storage.layout import KindLayout
 
 __all__ = ["MAX_KEY_BYTES", "UnstorableValue", "check_row_keys", "composite_key", "is_storable", "to_key"]
 

@@ -15,7 +15,6 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import lmdb
 
 from storage.indexes import Index, layout_indexes, open_indexes
 from storage.keys import MAX_KEY_BYTES, check_row_keys, composite_key, is_storable, to_key
+from storage.layout import KindLayout
 from storage.ownership import StoreInUse, claim, release
 from storage.rows import decode, decode_row, encode, projection
 from storage.shared_memo import KindMemos, SharedMemo
@@ -32,23 +32,6 @@ __all__ = ["KindLayout", "ReadTxn", "Reading", "SharedMemo", "Store", "StoreInUs
 
 def _text(data: bytes | memoryview) -> str:
     return bytes(data).decode()
-
-
-@dataclass(frozen=True, slots=True)
-class KindLayout:
-    """Storage layout of one kind: which fields are indexed and how.
-
-    ``composites``: field combinations looked up together (:meth:`ReadTxn.ids_by_fields`).
-    ``watched``: answers derived from this kind may be shared across snapshots (:class:`SharedMemo`); any write
-    to it starts a new memo.
-    """
-
-    kind: str
-    unique: tuple[str, ...] = ()
-    sets: tuple[str, ...] = ()
-    refs: tuple[str, ...] = ()
-    composites: tuple[tuple[str, ...], ...] = ()
-    watched: bool = False
 
 
 class UniqueViolation(Exception):

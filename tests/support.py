@@ -19,9 +19,9 @@ from trio.testing import MockClock
 
 from controller.certificates import ensure_pki
 from controller.clock import Clock
-from controller.runtime.bootstrap import bootstrap
 from controller.runtime.composition import Controller
 from controller.runtime.settings import Settings
+from controller.runtime.task_tree import serve_controller, start_services
 
 __all__ = ["ADMIN_PASSWORD", "ADMIN_USERNAME", "CLIENT", "MGMT", "TOTP_STEP_SECONDS", "Api", "Reply", "make_settings",
            "make_user", "next_totp", "read_http_response", "running", "seed_pki", "serving", "start_controller", "totp",
@@ -149,10 +149,7 @@ async def start_controller(settings: Settings, nursery: trio.Nursery, clock: Clo
     """Open a controller and start its services in ``nursery`` (cancel the nursery to stop it)."""
     seed_pki(settings.data_dir)
     controller = Controller.open(settings, clock)
-    await nursery.start(controller.writer.run)
-    await nursery.start(controller.engine.run)
-    await bootstrap(controller)
-    await nursery.start(controller.sessions.run)
+    await start_services(controller, nursery)
     return controller
 
 
@@ -210,8 +207,6 @@ async def running(data_dir: Path, clock: Clock | None = None, **overrides: Any) 
 async def serving(settings: Settings) -> AsyncIterator[tuple[Controller, list[str]]]:
     """Run ``serve_controller`` with ``settings`` (as ``tollgate serve`` does: sockets, TLS, every service) until the
     block ends, then shut it down as on SIGTERM; yields the controller and its bound base URLs."""
-    from controller.runtime.task_tree import serve_controller
-
     stop, ready = trio.Event(), trio.Event()
     found: list[tuple[Controller, list[str]]] = []
 

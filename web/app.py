@@ -17,7 +17,6 @@ from quart_trio import QuartTrio
 
 from controller.errors import ApiError
 from controller.runtime.composition import VERSION, Controller
-from controller.runtime.metrics import metrics_of
 from web.client_certs import TlsExtension
 from web.error_handlers import install_error_handlers, render_error
 from web.guards import bring_ext_jwt_factor
@@ -66,7 +65,7 @@ def create_app(controller: Controller) -> QuartTrio:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.json.sort_keys = False  # type: ignore[attr-defined]
     install_error_handlers(app)
-    metrics = metrics_of(controller)
+    metrics = controller.metrics
 
     @app.before_request
     async def start() -> Response | None:

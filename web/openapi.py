@@ -20,8 +20,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from controller.model.field import Mode
 from controller.model.registry import Registry
-from controller.model.spec import Mode, Resource
+from controller.model.spec import Resource
 from controller.model.validation import request_schema
 from controller.runtime.composition import VERSION
 from web.route_table import RouteInfo

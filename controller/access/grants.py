@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.access.policy_links import reachable, rows, selected_ids, selecting_policy_ids
-from controller.model.context import ReadContext
+from controller.model.spec import ReadContext
 
 __all__ = [
     "access_digest",

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller.access.roles import ALL, matches, select_ids
-from controller.model.context import ReadContext
+from controller.model.spec import ReadContext
 
 __all__ = ["reachable", "role_field_name", "row", "rows", "selected_ids", "selecting_policy_ids"]
 

@@ -1,4 +1,4 @@
-"""The ``tollgate`` click group: ``serve`` (``controller/cli.py``) and every admin verb.
+"""The ``tollgate`` click group of every admin verb (``controller/cli.py`` adds ``serve`` to it).
 
 ``cli`` is the group. Reads: ``list``, ``show``; writes: ``create``, ``update``, ``delete``, ``apply``; views:
 ``policy-advice``, ``posture``; sessions: ``login``, ``logout``, ``controllers``, ``use``; upkeep: ``db``, ``export``.
@@ -26,7 +26,6 @@ from controller.admin.invocation import (
 from controller.admin.kinds import KINDS, Kind, find_kind
 from controller.admin.login_verbs import controllers, login, logout, use
 from controller.admin.views import policy_advice, posture
-from controller.cli import serve
 
 __all__ = ["KindType", "cli"]
 
@@ -121,8 +120,6 @@ def delete(state: State, kind: Kind, targets: tuple[str, ...]) -> None:
         client.delete(kind.path, row_id)
         click.echo(f"deleted {kind.singular} {row_id}")
 
-
-cli.add_command(serve)
 
 
 for _command in (login, logout, controllers, use, create, update, policy_advice, posture, db, apply_command,

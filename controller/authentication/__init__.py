@@ -9,15 +9,19 @@ The rest of the controller and the web layer import what they need from here; th
   making and checking them, and login by password;
 * ``certificate_login``: login by client certificate (the certificates themselves: ``controller.certificates``);
 * ``ext_jwt_login``: login by an external identity provider's JWT, and that JWT as a second factor;
-* ``enrollment``, ``router_enrollment``, ``ca_enrollment`` and ``enrollment_admin``: enrolment by identities,
-  routers and third-party CAs' certificates, and the enrollments admins make;
+* ``enrollment``, ``enrollment_claims``, ``router_enrollment``, ``ca_enrollment`` and ``enrollment_admin``:
+  enrolment by identities, routers and third-party CAs' certificates, and the enrollments admins make;
 * ``own_authenticators`` and ``session_certificates``: an identity's own password change and certificate
   extension, and the certificates of an API session;
 * ``lockout``, ``throttle`` and ``disable``: consecutive wrong passwords, throttles on guessing passwords and MFA
   codes, and an identity's disabled window;
 * ``mfa``: TOTP enrolment, verification and recovery codes;
 * ``enrollment_jwt``: the JWTs clients enrol with;
-* ``jwks`` and ``external_jwt``: verifying JWTs of external identity providers.
+* ``jwks`` and ``external_jwt``: verifying JWTs of external identity providers;
+* ``parts``: the narrow interfaces (Protocols) each of these takes instead of the whole controller.
+
+It imports posture, resources, data, access, certificates and model; the runtime builds on it. What it needs of the
+posture engine and the metrics it names as behaviour (``parts.PostureEvents``, ``parts.LoginFailures``).
 """
 
 from controller.authentication.api_sessions import KIND as API_SESSIONS

@@ -32,12 +32,12 @@ import trio
 from cryptography import x509
 
 from controller.authentication.lockout import FailedLogins
-from controller.authentication.session_certificates import record_session_certificate
 from controller.clock import format_time, parse_time
 from controller.data.domain import Domain
 from controller.data.write_path import create_row, delete_row
 from controller.errors import ApiError
-from controller.model.context import WriteContext
+from controller.model.spec import Change, WriteContext
+from controller.resources.api_session_certificates import record_session_certificate
 from controller.resources.identities import identity_disabled
 
 __all__ = ["KIND", "PARTIAL_SECONDS", "TOKEN_DIGEST", "ApiSessions", "ApiSessionsStatistics", "LiveSession",
@@ -142,8 +142,8 @@ class ApiSessions:
 
     def restore(self) -> None:
         """Load the persisted sessions (at start-up, before serving); each keeps its persisted last activity."""
-        with self.domain.store.read() as txn:
-            for row in txn.scan(KIND):
+        with self.domain.read() as ctx:
+            for row in ctx.txn.scan(KIND):
                 last = parse_time(row["lastActivityAt"])
                 digest = row.get(TOKEN_DIGEST) or token_digest(str(row.get("token", "")))
                 session = LiveSession(row["id"], digest, row["identityId"], last, last,
@@ -323,6 +323,13 @@ class ApiSessions:
     def forget(self, session_id: str) -> None:
         """Drop a session whose row was deleted by another write (a cascade, an admin delete)."""
         self._pop(session_id)
+
+    def changes_committed(self, changes: list[Change]) -> None:
+        """Forget every API session a committed write deleted, whoever deleted it (a listener of
+        :meth:`controller.data.domain.Domain.subscribe` over :data:`KIND`): its token is refused from then on."""
+        for change in changes:
+            if change.after is None:
+                self._pop(change.id)
 
     def require(self, token: str | None) -> LiveSession:
         session = self.lookup(token)

@@ -20,14 +20,15 @@ from typing import Any
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from controller.authentication.enrollment import EnrollmentRequest, refuse_certificate_in_use
+from controller.authentication.enrollment_claims import EnrollmentRequest, refuse_certificate_in_use
+from controller.authentication.parts import IssuingParts
 from controller.certificates.client_certificates import issuing_ca, within_validity
 from controller.certificates.external_id import ExternalIdError, external_id
 from controller.certificates.issuing import certificate_pem, fingerprint
 from controller.data.write_path import create_row
 from controller.errors import ApiError, nested_cause
 from controller.ids import new_id
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 
 __all__ = ["enroll_through_ca", "identity_name"]
 
@@ -58,7 +59,7 @@ def _free_name(ctx: WriteContext, name: str) -> str:
     return candidate
 
 
-async def enroll_through_ca(controller: Any, request: EnrollmentRequest) -> None:
+async def enroll_through_ca(parts: IssuingParts, request: EnrollmentRequest) -> None:
     """Enrol the presented certificate's holder; see the module docstring.
 
     Raises:
@@ -68,11 +69,11 @@ async def enroll_through_ca(controller: Any, request: EnrollmentRequest) -> None
             authenticator's already.
     """
     certificate = request.certificate
-    with controller.store.read() as txn:
-        if txn.count("cas") == 0:
+    with parts.domain.read() as ctx:
+        if ctx.txn.count("cas") == 0:
             raise ApiError("ENROLLMENT_NO_VALID_CAS")
-        ca = issuing_ca(txn, certificate, _auto_enrolling) if certificate is not None else None
-    if certificate is None or ca is None or not within_validity(certificate, controller.clock.now()):
+        ca = issuing_ca(ctx.txn, certificate, _auto_enrolling) if certificate is not None else None
+    if certificate is None or ca is None or not within_validity(certificate, parts.clock.now()):
         raise ApiError("CERT_FAILED_VALIDATION")
     claimed = None
     if ca.get("externalIdClaim"):
@@ -100,4 +101,4 @@ async def enroll_through_ca(controller: Any, request: EnrollmentRequest) -> None
             create_row(ctx, ctx.registry["authenticators"],
                        {"identityId": identity["id"], "method": "cert", "certPem": pem}, None)
 
-    await controller.domain.write(write)
+    await parts.domain.write(write)

@@ -17,6 +17,7 @@ from typing import Any
 
 from cryptography import x509
 
+from controller.authentication.parts import LoginParts
 from controller.authentication.session_start import auth_policy, start_session
 from controller.certificates.client_certificates import issuing_ca, login_ca, network_issued, within_validity
 from controller.certificates.external_id import ExternalIdError, external_id
@@ -36,7 +37,7 @@ def _expired_allowed(policy: Mapping[str, Any] | None) -> bool:
     return bool(((policy or {}).get("primary") or {}).get("cert", {}).get("allowExpiredCerts", True))
 
 
-async def login_certificate(controller: Any, certificate: x509.Certificate | None, body: Any,
+async def login_certificate(parts: LoginParts, certificate: x509.Certificate | None, body: Any,
                             ip: str) -> dict[str, Any]:
     """Authenticate by client certificate and start an API session; returns the stored session row.
 
@@ -46,27 +47,27 @@ async def login_certificate(controller: Any, certificate: x509.Certificate | Non
     """
     if certificate is None:
         raise ApiError("INVALID_AUTH")
-    with controller.store.read() as txn:
+    with parts.domain.read() as ctx:
         ca = None
-        if not network_issued(certificate, controller.pki.ca_pem):
-            ca = issuing_ca(txn, certificate, login_ca)
+        if not network_issued(certificate, parts.pki.ca_pem):
+            ca = issuing_ca(ctx.txn, certificate, login_ca)
             if ca is None:
                 raise ApiError("INVALID_AUTH")
         claimed = _external_id(certificate, ca)
         if claimed is not None:
-            identity_id = txn.by_unique("identities", "externalId", claimed)
+            identity_id = ctx.txn.by_unique("identities", "externalId", claimed)
             authenticator_id = EXTERNAL_ID_AUTHENTICATOR
         else:
-            authenticator_id = txn.by_unique("authenticators", "fingerprint", fingerprint(certificate)) or ""
-            authenticator = txn.get("authenticators", authenticator_id) if authenticator_id else None
+            authenticator_id = ctx.txn.by_unique("authenticators", "fingerprint", fingerprint(certificate)) or ""
+            authenticator = ctx.txn.get("authenticators", authenticator_id) if authenticator_id else None
             identity_id = authenticator["identityId"] if authenticator else None
-        identity = txn.get("identities", identity_id) if identity_id else None
-        policy = auth_policy(txn, identity)
+        identity = ctx.txn.get("identities", identity_id) if identity_id else None
+        policy = auth_policy(ctx.txn, identity)
     if identity is None:
         raise ApiError("INVALID_AUTH")
-    if not within_validity(certificate, controller.clock.now()) and not _expired_allowed(policy):
+    if not within_validity(certificate, parts.clock.now()) and not _expired_allowed(policy):
         raise ApiError("INVALID_AUTH")
-    return await start_session(controller, identity, authenticator_id, policy, "cert", body, ip, certificate)
+    return await start_session(parts, identity, authenticator_id, policy, "cert", body, ip, certificate)
 
 
 def _external_id(certificate: x509.Certificate, ca: Mapping[str, Any] | None) -> str | None:

@@ -10,12 +10,13 @@ from typing import Any
 
 from controller.authentication.api_sessions import KIND as API_SESSIONS
 from controller.clock import format_time
+from controller.data.domain import Domain
 from controller.data.write_path import delete_row, put_row
 from controller.errors import ApiError, field_cause, not_found
-from controller.model.context import WriteContext
-from controller.model.spec import Mode
+from controller.model.field import Mode
+from controller.model.spec import WriteContext
 from controller.model.validation import SchemaCheck
-from controller.resources.identities import identity_disabled
+from controller.resources.identities import IDENTITIES, identity_disabled
 
 __all__ = ["DISABLE_SCHEMA", "disable", "disable_identity", "enable_identity"]
 
@@ -25,7 +26,7 @@ DISABLE_SCHEMA: dict[str, Any] = {"type": "object", "required": ["durationMinute
 _disable_check = SchemaCheck.of(DISABLE_SCHEMA)
 
 
-async def disable_identity(controller: Any, identity_id: str, body: Any) -> None:
+async def disable_identity(domain: Domain, identity_id: str, body: Any) -> None:
     """``POST /identities/{id}/disable``: disabled from now for ``durationMinutes`` (0 or less: indefinitely).
 
     The identity's API sessions end at once. The default admin cannot be disabled: that would lock every operator
@@ -34,10 +35,10 @@ async def disable_identity(controller: Any, identity_id: str, body: Any) -> None
     if body is None:
         raise ApiError("COULD_NOT_VALIDATE", field_cause("disable", "disable in body is required", None))
     _disable_check.validate(body)
-    await disable(controller, identity_id, int(body["durationMinutes"]))
+    await disable(domain, identity_id, int(body["durationMinutes"]))
 
 
-async def disable(controller: Any, identity_id: str, minutes: int, *, lockout: bool = False) -> bool:
+async def disable(domain: Domain, identity_id: str, minutes: int, *, lockout: bool = False) -> bool:
     """Disable from now for ``minutes`` (0 or less: indefinitely) and end the identity's API sessions, in one
     write: a crash can never leave a disabled identity with a session that works after the restart.
 
@@ -46,10 +47,10 @@ async def disable(controller: Any, identity_id: str, minutes: int, *, lockout: b
     (it must not shorten or lengthen what an admin or an earlier lockout set); returns whether it disabled.
     An admin's disable raises instead: 404 for an unknown id, 400 for the default admin.
     """
-    resource = controller.registry["identities"]
+    resource = domain.registry[IDENTITIES.kind]
 
     def write(ctx: WriteContext) -> bool:
-        old = ctx.txn.get("identities", identity_id)
+        old = ctx.txn.get(IDENTITIES.kind, identity_id)
         if lockout and (old is None or old.get("isDefaultAdmin") or identity_disabled(old, ctx.now)):
             return False
         if old is None:
@@ -67,16 +68,16 @@ async def disable(controller: Any, identity_id: str, minutes: int, *, lockout: b
             delete_row(ctx, sessions, session_id)
         return True
 
-    disabled: bool = await controller.domain.write(write)
+    disabled: bool = await domain.write(write)
     return disabled
 
 
-async def enable_identity(controller: Any, identity_id: str) -> None:
+async def enable_identity(domain: Domain, identity_id: str) -> None:
     """``POST /identities/{id}/enable``: clear both disabled timestamps (a no-op on an enabled identity)."""
-    resource = controller.registry["identities"]
+    resource = domain.registry[IDENTITIES.kind]
 
     def write(ctx: WriteContext) -> None:
-        old = ctx.txn.get("identities", identity_id)
+        old = ctx.txn.get(IDENTITIES.kind, identity_id)
         if old is None:
             raise not_found(resource.singular, identity_id)
         if old.get("disabledAt") is None and old.get("disabledUntil") is None:
@@ -84,4 +85,4 @@ async def enable_identity(controller: Any, identity_id: str) -> None:
         row = {**old, "disabledAt": None, "disabledUntil": None, "updatedAt": format_time(ctx.now)}
         put_row(ctx, resource, row, old, Mode.PATCH)
 
-    await controller.domain.write(write)
+    await domain.write(write)

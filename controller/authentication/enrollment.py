@@ -16,91 +16,43 @@ enrollment is refused for every method: an expiry no one enforces is no expiry.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from cryptography import x509
-
+from controller.authentication.ca_enrollment import enroll_through_ca
+from controller.authentication.enrollment_claims import (
+    Enrolled,
+    EnrollmentRequest,
+    claim,
+    issue_time,
+    refuse_certificate_in_use,
+)
+from controller.authentication.parts import IssuingParts
+from controller.authentication.router_enrollment import enroll_router
 from controller.certificates.client_certificates import ca_certificate, within_validity
 from controller.certificates.csr import load_csr
 from controller.certificates.issuing import certificate_pem, fingerprint, issued_by
 from controller.clock import parse_time
-from controller.data.write_path import create_row, delete_row
+from controller.data.write_path import create_row
 from controller.errors import ApiError, field_cause
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 from controller.resources.enrollments import TOKEN_DIGEST
 
-__all__ = ["Enrolled", "EnrollmentRequest", "claim", "enroll", "issue_time", "refuse_certificate_in_use"]
+__all__ = ["enroll"]
 
 _PASSWORD_LENGTH = (5, 100)
 
 
-@dataclass(frozen=True, slots=True)
-class EnrollmentRequest:
-    """What a client sent to an enrolment route.
-
-    Attributes:
-        token: the enrollment token (query ``token`` or the body's ``token``); None when absent.
-        raw: the body when it is not JSON (a PEM or DER CSR), else None.
-        json: the body when it is JSON (an object), else None.
-        certificate: the TLS client certificate of the connection, if any.
-    """
-
-    token: str | None
-    raw: bytes | None = None
-    json: Mapping[str, Any] | None = None
-    certificate: x509.Certificate | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Enrolled:
-    """What an enrolment answers: certificates as PEM (None when the method issues none)."""
-
-    cert: str | None = None
-    server_cert: str | None = None
-    ca: str | None = None
-
-    def data(self) -> dict[str, str]:
-        """The answer's ``data`` (the reference's enrollmentCerts, absent fields left out)."""
-        fields = {"cert": self.cert, "serverCert": self.server_cert, "ca": self.ca}
-        return {name: value for name, value in fields.items() if value is not None}
-
-
-def issue_time(controller: Any) -> dt.datetime:
-    """The controller's current time, as certificate issuing takes it."""
-    return dt.datetime.fromtimestamp(controller.clock.now(), dt.UTC)
-
-
-def claim(ctx: WriteContext, found: Mapping[str, Any], methods: tuple[str, ...]) -> dict[str, Any]:
-    """Inside the enrolment's write: the enrollment ``found`` by its token before the write, still outstanding
-    with the same token, deleted (consumed).
-
-    Raises:
-        ApiError: 400 INVALID_ENROLLMENT_TOKEN when it is gone (consumed meanwhile, or its subject deleted), was
-            refreshed meanwhile (a new token) or is not of one of ``methods``; 400 ENROLLMENT_EXPIRED when it has
-            expired.
-    """
-    row = ctx.txn.get("enrollments", found["id"])
-    if row is None or row.get(TOKEN_DIGEST) != found[TOKEN_DIGEST] or row.get("method") not in methods:
-        raise ApiError("INVALID_ENROLLMENT_TOKEN")
-    if parse_time(row["expiresAt"]) <= ctx.now:
-        raise ApiError("ENROLLMENT_EXPIRED")
-    delete_row(ctx, ctx.registry["enrollments"], row["id"])
-    return row
-
-
-def _outstanding(controller: Any, token: str | None) -> dict[str, Any]:
+def _outstanding(parts: IssuingParts, token: str | None) -> dict[str, Any]:
     """The enrollment a token names, checked before any work is done for it (the write checks again)."""
-    with controller.store.read() as txn:
-        digest = controller.jwts.digest(token) if token else None
-        enrollment_id = txn.by_unique("enrollments", TOKEN_DIGEST, digest) if digest else None
-        row: dict[str, Any] | None = txn.get("enrollments", enrollment_id) if enrollment_id else None
+    with parts.domain.read() as ctx:
+        digest = parts.jwts.digest(token) if token else None
+        enrollment_id = ctx.txn.by_unique("enrollments", TOKEN_DIGEST, digest) if digest else None
+        row: dict[str, Any] | None = ctx.txn.get("enrollments", enrollment_id) if enrollment_id else None
         subject_kind, subject_id = _subject(row) if row else ("", "")
-        if row is None or not subject_id or not txn.exists(subject_kind, subject_id):
+        if row is None or not subject_id or not ctx.txn.exists(subject_kind, subject_id):
             raise ApiError("INVALID_ENROLLMENT_TOKEN")
-    if parse_time(row["expiresAt"]) <= controller.clock.now():
+    if parse_time(row["expiresAt"]) <= parts.clock.now():
         raise ApiError("ENROLLMENT_EXPIRED")
     return row
 
@@ -113,7 +65,7 @@ def _subject(row: Mapping[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
-async def enroll(controller: Any, method: str | None, request: EnrollmentRequest) -> Enrolled:
+async def enroll(parts: IssuingParts, method: str | None, request: EnrollmentRequest) -> Enrolled:
     """Carry out an enrolment; see the module docstring.
 
     Raises:
@@ -121,24 +73,21 @@ async def enroll(controller: Any, method: str | None, request: EnrollmentRequest
             MISSING_OR_INVALID_CSR, ENROLLMENT_CA_NOT_VALID, CERT_FAILED_VALIDATION, COULD_NOT_VALIDATE;
             409 CERT_IN_USE, MAX_AUTHENTICATOR_METHODS_REACHED.
     """
-    from controller.authentication.ca_enrollment import enroll_through_ca
-    from controller.authentication.router_enrollment import enroll_router
-
     if method == "ca":
-        await enroll_through_ca(controller, request)
+        await enroll_through_ca(parts, request)
         return Enrolled()
-    enrollment = _outstanding(controller, request.token)
+    enrollment = _outstanding(parts, request.token)
     match enrollment["method"]:
         case "ott":
-            return await _enroll_ott(controller, enrollment, request)
+            return await _enroll_ott(parts, enrollment, request)
         case "ottca":
-            await _enroll_ottca(controller, enrollment, request)
+            await _enroll_ottca(parts, enrollment, request)
             return Enrolled()
         case "updb":
-            await _enroll_updb(controller, enrollment, request)
+            await _enroll_updb(parts, enrollment, request)
             return Enrolled()
         case "erott" | "trott":
-            return await enroll_router(controller, enrollment, request)
+            return await enroll_router(parts, enrollment, request)
     raise ApiError("INVALID_ENROLL_METHOD")
 
 
@@ -151,23 +100,23 @@ def _csr(request: EnrollmentRequest) -> str | bytes:
     return value if isinstance(value, str) else ""
 
 
-async def _enroll_ott(controller: Any, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> Enrolled:
+async def _enroll_ott(parts: IssuingParts, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> Enrolled:
     csr = load_csr(_csr(request), "csr")
-    certificate = controller.issuer.client_certificate(csr, str(enrollment["identityId"]), now=issue_time(controller))
+    certificate = parts.issuer.client_certificate(csr, str(enrollment["identityId"]), now=issue_time(parts.clock))
     pem = certificate_pem(certificate)
     def write(ctx: WriteContext) -> None:
         consumed = claim(ctx, enrollment, ("ott",))
         body = {"identityId": consumed["identityId"], "method": "cert", "certPem": pem}
         create_row(ctx, ctx.registry["authenticators"], body, None)
 
-    await controller.domain.write(write)
+    await parts.domain.write(write)
     return Enrolled(cert=pem)
 
 
-async def _enroll_ottca(controller: Any, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> None:
+async def _enroll_ottca(parts: IssuingParts, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> None:
     """The client's own certificate, issued by the enrollment's CA, becomes its cert authenticator."""
-    with controller.store.read() as txn:
-        ca = txn.get("cas", str(enrollment.get("caId") or ""))
+    with parts.domain.read() as ctx:
+        ca = ctx.txn.get("cas", str(enrollment.get("caId") or ""))
     if ca is None:
         raise ApiError("INVALID_ENROLLMENT_TOKEN")
     if not (ca.get("isOttCaEnrollmentEnabled") and ca.get("isVerified")):
@@ -175,7 +124,7 @@ async def _enroll_ottca(controller: Any, enrollment: Mapping[str, Any], request:
     certificate = request.certificate
     ca_cert = ca_certificate(ca)
     if (certificate is None or ca_cert is None or not issued_by(certificate, ca_cert)
-            or not within_validity(certificate, controller.clock.now())):
+            or not within_validity(certificate, parts.clock.now())):
         raise ApiError("CERT_FAILED_VALIDATION")
     pem, print_ = certificate_pem(certificate), fingerprint(certificate)
     def write(ctx: WriteContext) -> None:
@@ -184,16 +133,10 @@ async def _enroll_ottca(controller: Any, enrollment: Mapping[str, Any], request:
         body = {"identityId": consumed["identityId"], "method": "cert", "certPem": pem}
         create_row(ctx, ctx.registry["authenticators"], body, None)
 
-    await controller.domain.write(write)
+    await parts.domain.write(write)
 
 
-def refuse_certificate_in_use(ctx: WriteContext, print_: str) -> None:
-    """409 CERT_IN_USE when a cert authenticator already holds the certificate of fingerprint ``print_``."""
-    if ctx.txn.by_unique("authenticators", "fingerprint", print_) is not None:
-        raise ApiError("CERT_IN_USE", {"message": "the certificate is already in use", "data": {"fingerprint": print_}})
-
-
-async def _enroll_updb(controller: Any, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> None:
+async def _enroll_updb(parts: IssuingParts, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> None:
     """A password for the enrollment's username becomes the identity's updb authenticator."""
     password = (request.json or {}).get("password")
     if not isinstance(password, str) or not password:
@@ -202,11 +145,11 @@ async def _enroll_updb(controller: Any, enrollment: Mapping[str, Any], request: 
     if not low <= len(password) <= high:
         raise ApiError("COULD_NOT_VALIDATE", field_cause(
             "password", f"password in body should be between {low} and {high} chars long", "*"))
-    digest = await controller.hashing.hash(password)
+    digest = await parts.hashing.hash(password)
     def write(ctx: WriteContext) -> None:
         consumed = claim(ctx, enrollment, ("updb",))
         body = {"identityId": consumed["identityId"], "method": "updb", "username": consumed.get("username"),
                 "_passwordHash": digest}
         create_row(ctx, ctx.registry["authenticators"], body, None)
 
-    await controller.domain.write(write)
+    await parts.domain.write(write)

@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from controller.authentication.parts import IssuingParts
 from controller.certificates.client_certificates import issuing_ca, network_issued
 from controller.certificates.issuing import load_certificates
 from controller.clock import parse_time
 from controller.data.write_path import delete_row
 from controller.errors import ApiError, field_cause, not_found
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 from controller.model.validation import SchemaCheck
 from controller.resources.enrollments import CREATE_SCHEMA, REFRESH_SCHEMA, refresh_enrollment, request_enrollment
 
@@ -48,7 +49,7 @@ def _future(ctx: WriteContext, expires_at: str) -> float:
     return moment
 
 
-async def create_enrollment(controller: Any, body: Any) -> dict[str, Any]:
+async def create_enrollment(parts: IssuingParts, body: Any) -> dict[str, Any]:
     """``POST /enrollments``: validate the body and store the enrollment; returns its row."""
     fields = _body(_create_check, body, "enrollment")
 
@@ -56,11 +57,11 @@ async def create_enrollment(controller: Any, body: Any) -> dict[str, Any]:
         return request_enrollment(ctx, str(fields["identityId"]), str(fields["method"]), fields["expiresAt"],
                                   fields.get("caId"), fields.get("username"))
 
-    row: dict[str, Any] = await controller.domain.write(write)
+    row: dict[str, Any] = await parts.domain.write(write)
     return row
 
 
-async def refresh(controller: Any, enrollment_id: str, body: Any) -> dict[str, Any]:
+async def refresh(parts: IssuingParts, enrollment_id: str, body: Any) -> dict[str, Any]:
     """``POST /enrollments/{id}/refresh``: a new token and expiry; returns the row."""
     expires_at = str(_body(_refresh_check, body, "refresh")["expiresAt"])
 
@@ -69,14 +70,14 @@ async def refresh(controller: Any, enrollment_id: str, body: Any) -> dict[str, A
             raise not_found("enrollment", enrollment_id)
         return refresh_enrollment(ctx, enrollment_id, _future(ctx, expires_at))
 
-    row: dict[str, Any] = await controller.domain.write(write)
+    row: dict[str, Any] = await parts.domain.write(write)
     return row
 
 
-async def reenroll_authenticator(controller: Any, authenticator_id: str, body: Any) -> dict[str, Any]:
+async def reenroll_authenticator(parts: IssuingParts, authenticator_id: str, body: Any) -> dict[str, Any]:
     """``POST /authenticators/{id}/re-enroll``: the authenticator is replaced by an enrollment; returns it."""
     expires_at = _body(_refresh_check, body, "reEnroll")["expiresAt"]
-    network_ca_pem = controller.pki.ca_pem
+    network_ca_pem = parts.pki.ca_pem
 
     def write(ctx: WriteContext) -> dict[str, Any]:
         authenticator = ctx.txn.get("authenticators", authenticator_id)
@@ -91,5 +92,5 @@ async def reenroll_authenticator(controller: Any, authenticator_id: str, body: A
         delete_row(ctx, ctx.registry["authenticators"], authenticator_id)
         return request_enrollment(ctx, str(authenticator["identityId"]), method, expires_at, ca_id, username)
 
-    row: dict[str, Any] = await controller.domain.write(write)
+    row: dict[str, Any] = await parts.domain.write(write)
     return row

@@ -30,6 +30,7 @@ from typing import Any
 
 from controller.authentication.api_sessions import LiveSession
 from controller.authentication.external_jwt import CLOCK_LEEWAY_SECONDS, Claim, ExternalJwtError, select_signer, verify
+from controller.authentication.parts import LoginParts
 from controller.authentication.session_start import auth_policy, method_allowed, start_session
 from controller.errors import ApiError
 from controller.resources.identities import identity_disabled
@@ -58,7 +59,7 @@ def ext_jwt_auth_query(txn: ReadTxn, signer_id: str) -> dict[str, Any]:
     return query
 
 
-async def login_external_jwt(controller: Any, bearer_tokens: Sequence[str], body: Any, ip: str) -> dict[str, Any]:
+async def login_external_jwt(parts: LoginParts, bearer_tokens: Sequence[str], body: Any, ip: str) -> dict[str, Any]:
     """Authenticate with the first bearer token that passes (see the module doc) and start an API session.
 
     Args:
@@ -77,16 +78,16 @@ async def login_external_jwt(controller: Any, bearer_tokens: Sequence[str], body
         log.info("external JWT login refused", extra={"reason": "no bearer token"})
     for position, token in enumerate(bearer_tokens[:MAX_BEARER_TOKENS], start=1):
         try:
-            identity, policy, signer_id = await _primary(controller, token)
+            identity, policy, signer_id = await _primary(parts, token)
         except ExternalJwtError as error:
             log.info("external JWT login refused", extra={"reason": error.reason, "bearerToken": position})
             continue
-        return await start_session(controller, identity, AUTHENTICATOR_PREFIX + signer_id, policy, "extJwt", body,
+        return await start_session(parts, identity, AUTHENTICATOR_PREFIX + signer_id, policy, "extJwt", body,
                                    ip)
     raise ApiError("INVALID_AUTH")
 
 
-async def satisfy_ext_jwt_factor(controller: Any, session: LiveSession, bearer_tokens: Sequence[str]) -> bool:
+async def satisfy_ext_jwt_factor(parts: LoginParts, session: LiveSession, bearer_tokens: Sequence[str]) -> bool:
     """Complete ``session``'s external JWT factor with the first of ``bearer_tokens`` (at most two) that is a valid
     JWT from the required signer naming the session's identity; refused tokens are logged, never raised.
 
@@ -99,20 +100,20 @@ async def satisfy_ext_jwt_factor(controller: Any, session: LiveSession, bearer_t
         return False
     for position, token in enumerate(bearer_tokens[:MAX_BEARER_TOKENS], start=1):
         try:
-            until = await _secondary(controller, token, signer_id, session.identity_id)
+            until = await _secondary(parts, token, signer_id, session.identity_id)
         except ExternalJwtError as error:
             log.info("external JWT second factor refused",
                      extra={"reason": error.reason, "bearerToken": position, "apiSessionId": session.id})
             continue
-        await controller.sessions.mark_ext_jwt_satisfied(session.id, until)
+        await parts.sessions.mark_ext_jwt_satisfied(session.id, until)
         return True
     return False
 
 
-def _signer(controller: Any, token: str) -> Mapping[str, Any]:
+def _signer(parts: LoginParts, token: str) -> Mapping[str, Any]:
     """The enabled signer ``token`` claims to come from (:func:`select_signer`); raises ExternalJwtError."""
-    with controller.store.read() as txn:
-        signers = list(txn.scan(SIGNERS))
+    with parts.domain.read() as ctx:
+        signers = list(ctx.txn.scan(SIGNERS))
     return select_signer(token, signers)
 
 
@@ -134,13 +135,13 @@ def _check_enabled(identity: Mapping[str, Any], now: float) -> None:
         raise ExternalJwtError(f"identity {identity['id']!r} is disabled")
 
 
-async def _primary(controller: Any, token: str) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+async def _primary(parts: LoginParts, token: str) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
     """The identity, its auth policy and the signer id of a token that logs in; raises ExternalJwtError."""
-    claim = await verify(token, _signer(controller, token), controller.jwks, now=controller.clock.now())
-    with controller.store.read() as txn:
-        identity = _identity(txn, claim)
-        policy = auth_policy(txn, identity)
-    _check_enabled(identity, controller.clock.now())
+    claim = await verify(token, _signer(parts, token), parts.jwks, now=parts.clock.now())
+    with parts.domain.read() as ctx:
+        identity = _identity(ctx.txn, claim)
+        policy = auth_policy(ctx.txn, identity)
+    _check_enabled(identity, parts.clock.now())
     if not method_allowed(policy, "extJwt"):
         raise ExternalJwtError(f"auth policy {identity.get('authPolicyId')!r} does not allow external JWT login")
     allowed = (((policy or {}).get("primary") or {}).get("extJwt") or {}).get("allowedSigners") or []
@@ -150,16 +151,16 @@ async def _primary(controller: Any, token: str) -> tuple[dict[str, Any], dict[st
     return identity, policy, claim.signer_id
 
 
-async def _secondary(controller: Any, token: str, signer_id: str, identity_id: str) -> float:
+async def _secondary(parts: LoginParts, token: str, signer_id: str, identity_id: str) -> float:
     """Until when (wall-clock epoch seconds) ``token`` satisfies the factor owed to ``signer_id`` by a session of
     ``identity_id``; raises ExternalJwtError when it does not satisfy it."""
-    signer = _signer(controller, token)
+    signer = _signer(parts, token)
     if signer["id"] != signer_id:
         raise ExternalJwtError(f"token is for signer {signer['id']!r}, the auth policy requires {signer_id!r}")
-    claim = await verify(token, signer, controller.jwks, now=controller.clock.now())
-    with controller.store.read() as txn:
-        identity = _identity(txn, claim)
+    claim = await verify(token, signer, parts.jwks, now=parts.clock.now())
+    with parts.domain.read() as ctx:
+        identity = _identity(ctx.txn, claim)
     if identity["id"] != identity_id:
         raise ExternalJwtError(f"token names identity {identity['id']!r}, the session is {identity_id!r}'s")
-    _check_enabled(identity, controller.clock.now())
+    _check_enabled(identity, parts.clock.now())
     return claim.expires_at + CLOCK_LEEWAY_SECONDS

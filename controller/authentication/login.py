@@ -15,9 +15,9 @@ from cryptography import x509
 
 from controller.authentication.certificate_login import login_certificate
 from controller.authentication.ext_jwt_login import login_external_jwt, satisfy_ext_jwt_factor
+from controller.authentication.parts import LoginParts
 from controller.authentication.password_login import login_password
 from controller.errors import ApiError
-from controller.runtime.metrics import note_login_failure
 
 __all__ = ["Credentials", "login"]
 
@@ -40,13 +40,13 @@ class Credentials:
     bearer_tokens: tuple[str, ...] = ()
 
 
-async def login(controller: Any, method: str, credentials: Credentials) -> dict[str, Any]:
+async def login(parts: LoginParts, method: str, credentials: Credentials) -> dict[str, Any]:
     """Authenticate with ``method`` (``password``, ``cert`` or ``ext-jwt``) and start an API session; returns the
     stored session row.
 
     The session starts partially authenticated when it owes a second factor; a bearer JWT of this request that
     satisfies the external JWT factor is taken into account before this returns. A refusal counts as a login failure
-    of ``method`` in the controller's metrics (``controller/runtime/metrics.py``), if it has any.
+    of ``method`` (``parts.login_failures``).
 
     Raises:
         ApiError: 400 INVALID_AUTH_METHOD for another method; 401 INVALID_AUTH when the credentials do not
@@ -55,18 +55,18 @@ async def login(controller: Any, method: str, credentials: Credentials) -> dict[
     try:
         match method:
             case "password":
-                row = await login_password(controller, credentials.body, credentials.ip)
+                row = await login_password(parts, credentials.body, credentials.ip)
             case "cert":
-                row = await login_certificate(controller, credentials.certificate, credentials.body, credentials.ip)
+                row = await login_certificate(parts, credentials.certificate, credentials.body, credentials.ip)
             case "ext-jwt":
-                row = await login_external_jwt(controller, credentials.bearer_tokens, credentials.body,
+                row = await login_external_jwt(parts, credentials.bearer_tokens, credentials.body,
                                                credentials.ip)
             case _:
                 raise ApiError("INVALID_AUTH_METHOD")
     except ApiError as refused:
-        note_login_failure(controller, method, refused.code)
+        parts.login_failures.login_failed(method, refused.code)
         raise
-    session = controller.sessions.get(row["id"])
+    session = parts.sessions.get(row["id"])
     if session is not None and session.ext_jwt_owed and credentials.bearer_tokens:
-        await satisfy_ext_jwt_factor(controller, session, credentials.bearer_tokens)
+        await satisfy_ext_jwt_factor(parts, session, credentials.bearer_tokens)
     return row

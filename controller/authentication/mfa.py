@@ -18,24 +18,22 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import pyotp
 import segno
 
+from controller.authentication.api_sessions import ApiSessions, LiveSession
 from controller.authentication.disable import disable
-from controller.authentication.throttle import MFA_LOCKOUT_FAILURES, MFA_LOCKOUT_MINUTES
+from controller.authentication.parts import LoginFailures, PostureEvents
+from controller.authentication.throttle import MFA_LOCKOUT_FAILURES, MFA_LOCKOUT_MINUTES, GuessThrottles
 from controller.clock import format_time
+from controller.data.domain import Domain
 from controller.errors import ApiError, not_found
 from controller.ids import new_id
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 from controller.posture.engine import record_mfa_removal
-from controller.runtime.metrics import note_login_failure
-
-if TYPE_CHECKING:
-    from controller.authentication import LiveSession
-    from controller.runtime.composition import Controller
 
 __all__ = ["ISSUER", "MFA_AUTH_QUERY", "MFA_CODE_SCHEMA", "QR_SIZE", "MfaService", "provisioning_url",
            "qr_png", "recovery_codes"]
@@ -130,14 +128,26 @@ class MfaService:
 
     Each operation that takes a code raises 404 ``NOT_FOUND`` when its record is missing (or in the wrong state)
     before it looks at the code, then 400 ``MFA_INVALID_TOKEN`` for a wrong, empty or malformed code.
+
+    Args:
+        domain: the store it reads and writes MFA records through.
+        sessions: the API sessions an MFA pass completes.
+        engine: the posture engine, told of every pass and removal.
+        throttles: the throttle on wrong codes per identity.
+        failures: where refused second factors of a login are counted.
     """
 
-    def __init__(self, controller: Controller) -> None:
-        self.controller = controller
+    def __init__(self, domain: Domain, sessions: ApiSessions, engine: PostureEvents, throttles: GuessThrottles,
+                 failures: LoginFailures) -> None:
+        self._domain = domain
+        self._sessions = sessions
+        self._engine = engine
+        self._throttles = throttles
+        self._failures = failures
 
     def record(self, identity_id: str) -> dict[str, Any] | None:
-        with self.controller.store.read() as txn:
-            return txn.get(KIND, identity_id)
+        with self._domain.read() as ctx:
+            return ctx.txn.get(KIND, identity_id)
 
     def is_enrolled(self, identity_id: str) -> bool:
         """True once an enrolment is verified (a started one does not make MFA required)."""
@@ -162,7 +172,7 @@ class MfaService:
         """What a code is worth against ``record``: a TOTP step not used before, a recovery code, or None."""
         if not isinstance(code, str) or not code:
             return None
-        step = totp_step(str(record["secret"]), code, self.controller.clock.now(), int(record.get("lastStep", -1)))
+        step = totp_step(str(record["secret"]), code, self._domain.clock.now(), int(record.get("lastStep", -1)))
         if step is not None:
             return _Accepted(step=step)
         if allow_recovery and _holds(record.get("recoveryCodes", ()), code):
@@ -174,12 +184,12 @@ class MfaService:
         """A code given by ``identity_id``, throttled: 429 RATE_LIMITED while the identity has given too many wrong
         codes lately, 400 MFA_INVALID_TOKEN for a wrong one; the consecutive wrong codes that reach the lockout
         disable the identity for :data:`MFA_LOCKOUT_MINUTES` (its API sessions end)."""
-        throttles = self.controller.throttles
+        throttles = self._throttles
         throttles.check_mfa(identity_id)
         accepted = self._match(record, code, allow_recovery=allow_recovery)
         if accepted is None:
             if throttles.mfa_failed(identity_id) >= MFA_LOCKOUT_FAILURES:
-                await disable(self.controller, identity_id, MFA_LOCKOUT_MINUTES, lockout=True)
+                await disable(self._domain, identity_id, MFA_LOCKOUT_MINUTES, lockout=True)
             raise ApiError("MFA_INVALID_TOKEN")
         throttles.mfa_passed(identity_id)
         return accepted
@@ -220,11 +230,11 @@ class MfaService:
             if passes_end:
                 record_mfa_removal(ctx, identity_id)
 
-        await self.controller.domain.write(write)
+        await self._domain.write(write)
 
     async def enroll(self, identity_id: str) -> dict[str, Any]:
         """Start enrolment; 409 MFA_EXISTS while any record (verified or not) exists."""
-        now = format_time(self.controller.clock.now())
+        now = format_time(self._domain.clock.now())
 
         def write(ctx: WriteContext) -> dict[str, Any]:
             if ctx.txn.exists(KIND, identity_id):
@@ -235,7 +245,7 @@ class MfaService:
             ctx.txn.put(KIND, record)
             return record
 
-        record: dict[str, Any] = await self.controller.domain.write(write)
+        record: dict[str, Any] = await self._domain.write(write)
         return {"id": record["mfaId"], "_links": dict(_LINKS)}
 
     async def _passed(self, session: LiveSession, *, enrolled: bool = False) -> None:
@@ -244,17 +254,17 @@ class MfaService:
         Completing enrolment also makes MFA required for this session, as a login after enrolment would.
         """
         if enrolled:
-            await self.controller.sessions.mark_mfa_required(session.id)
+            await self._sessions.mark_mfa_required(session.id)
         else:
-            await self.controller.sessions.mark_mfa_complete(session.id)
+            await self._sessions.mark_mfa_complete(session.id)
         # Answered once the pass is durable: a crash after the answer must not take it back.
-        await self.controller.engine.mfa_passed(session.identity_id, session.id)
+        await self._engine.mfa_passed(session.identity_id, session.id)
 
     async def verify(self, session: LiveSession, code: Any) -> None:
         """Complete enrolment with a TOTP (recovery codes do not count here); 404 unless an unverified one exists."""
         record = self._require(session.identity_id, verified=False)
         accepted = await self._checked(session.identity_id, record, code, allow_recovery=False)
-        now = format_time(self.controller.clock.now())
+        now = format_time(self._domain.clock.now())
         await self._update(session.identity_id, record, accepted,
                            lambda r: {**r, "isVerified": True, "updatedAt": now})
         await self._passed(session, enrolled=True)
@@ -272,7 +282,7 @@ class MfaService:
             accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
             await self._update(session.identity_id, record, accepted, lambda r: r)
         except ApiError as refused:
-            note_login_failure(self.controller, "mfa", refused.code)  # the second factor of a login
+            self._failures.login_failed("mfa", refused.code)  # the second factor of a login
             raise
         await self._passed(session)
 
@@ -287,17 +297,17 @@ class MfaService:
         await self._update(session.identity_id, record, accepted, lambda r: None, passes_end=record["isVerified"])
         if record["isVerified"]:
             # Returns once the sessions that depended on the removed MFA are revoked, durably.
-            await self.controller.engine.mfa_removed(session.identity_id)
+            await self._engine.mfa_removed(session.identity_id)
 
     async def remove_by_admin(self, identity_id: str) -> None:
         """``DELETE /identities/{id}/mfa``: removes a verified or pending enrolment (200 even when there is none).
 
         Posture already passed by live API sessions stays until they end (the reference's behaviour).
         """
-        with self.controller.store.read() as txn:
-            if not txn.exists("identities", identity_id):
+        with self._domain.read() as ctx:
+            if not ctx.txn.exists("identities", identity_id):
                 raise not_found("identity", identity_id)
-        await self.controller.domain.write(lambda ctx: ctx.txn.delete(KIND, identity_id) and None)
+        await self._domain.write(lambda ctx: ctx.txn.delete(KIND, identity_id) and None)
 
     async def recovery_codes(self, session: LiveSession, code: Any) -> dict[str, Any]:
         """The current recovery codes of a verified enrolment, for a valid TOTP (recovery codes do not count)."""
@@ -310,7 +320,7 @@ class MfaService:
         """Replace every recovery code of a verified enrolment, for a TOTP or a recovery code."""
         record = self._require(session.identity_id, verified=True)
         accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
-        now = format_time(self.controller.clock.now())
+        now = format_time(self._domain.clock.now())
         await self._update(session.identity_id, record, accepted,
                            lambda r: {**r, "recoveryCodes": recovery_codes(), "updatedAt": now})
 

@@ -15,15 +15,17 @@ from typing import Any
 
 from cryptography import x509
 
-from controller.authentication.enrollment import issue_time
+from controller.authentication.enrollment_claims import issue_time
+from controller.authentication.parts import IssuingParts
 from controller.certificates.client_certificates import network_issued
 from controller.certificates.csr import load_csr
 from controller.certificates.issuing import certificate_pem, fingerprint, load_certificates
 from controller.data.write_path import delete_row, write_internal
 from controller.errors import ApiError, field_cause, not_found
-from controller.model.context import WriteContext
-from controller.model.spec import Mode
+from controller.model.field import Mode
+from controller.model.spec import WriteContext
 from controller.model.validation import SchemaCheck
+from controller.resources.api_session_certificates import record_session_certificate
 from controller.resources.authenticators import PASSWORD, USERNAME
 
 __all__ = ["EXTEND_SCHEMA", "EXTEND_VERIFY_SCHEMA", "OWN_PATCH_SCHEMA", "OWN_UPDATE_SCHEMA", "change_password",
@@ -48,10 +50,10 @@ _CHECKS = {Mode.UPDATE: SchemaCheck.of(OWN_UPDATE_SCHEMA), Mode.PATCH: SchemaChe
            "extend": SchemaCheck.of(EXTEND_SCHEMA), "verify": SchemaCheck.of(EXTEND_VERIFY_SCHEMA)}
 
 
-def own_authenticator_ids(controller: Any, identity_id: str) -> set[str]:
+def own_authenticator_ids(parts: IssuingParts, identity_id: str) -> set[str]:
     """The ids of an identity's authenticators (what ``/current-identity/authenticators`` lists)."""
-    with controller.store.read() as txn:
-        return set(txn.ids_by_ref("authenticators", "identityId", identity_id))
+    with parts.domain.read() as ctx:
+        return set(ctx.txn.ids_by_ref("authenticators", "identityId", identity_id))
 
 
 def _checked(key: Any, body: Any, name: str) -> Mapping[str, Any]:
@@ -62,11 +64,11 @@ def _checked(key: Any, body: Any, name: str) -> Mapping[str, Any]:
     return checked
 
 
-def _own(controller: Any, identity_id: str, authenticator_id: str, *, method: str) -> dict[str, Any]:
+def _own(parts: IssuingParts, identity_id: str, authenticator_id: str, *, method: str) -> dict[str, Any]:
     """The authenticator to change: 404 when unknown, 409 CAN_NOT_UPDATE_AUTHENTICATOR when not of ``method``,
     401 when another identity's."""
-    with controller.store.read() as txn:
-        row: dict[str, Any] | None = txn.get("authenticators", authenticator_id)
+    with parts.domain.read() as ctx:
+        row: dict[str, Any] | None = ctx.txn.get("authenticators", authenticator_id)
     if row is None:
         raise not_found("authenticator", authenticator_id)
     if row.get("method") != method:
@@ -78,16 +80,16 @@ def _own(controller: Any, identity_id: str, authenticator_id: str, *, method: st
     return row
 
 
-async def change_password(controller: Any, identity_id: str, authenticator_id: str, body: Any,
+async def change_password(parts: IssuingParts, identity_id: str, authenticator_id: str, body: Any,
                           mode: Mode) -> None:
     """Change the caller's username and/or password, given its current password (401 UNAUTHORIZED on
     ``currentPassword`` when wrong, without echoing it)."""
     fields = dict(_checked(mode, body, "authenticator"))
-    row = _own(controller, identity_id, authenticator_id, method="updb")
+    row = _own(parts, identity_id, authenticator_id, method="updb")
     current = str(fields.pop("currentPassword"))
-    if not await controller.hashing.verify(current, row.get("_passwordHash")):
+    if not await parts.hashing.verify(current, row.get("_passwordHash")):
         raise ApiError("UNAUTHORIZED", field_cause("currentPassword", "invalid current password", "*"))
-    await controller.domain.replace("authenticators", authenticator_id, fields, mode)
+    await parts.domain.replace("authenticators", authenticator_id, fields, mode)
 
 
 def _presented(row: Mapping[str, Any], certificate: x509.Certificate | None) -> None:
@@ -96,7 +98,7 @@ def _presented(row: Mapping[str, Any], certificate: x509.Certificate | None) -> 
         raise ApiError("UNAUTHORIZED")
 
 
-async def extend_certificate(controller: Any, identity_id: str, authenticator_id: str,
+async def extend_certificate(parts: IssuingParts, identity_id: str, authenticator_id: str,
                              certificate: x509.Certificate | None, body: Any) -> dict[str, str]:
     """Issue a new certificate for the caller's cert authenticator and keep it pending; returns
     ``{clientCert, ca}``.
@@ -109,13 +111,13 @@ async def extend_certificate(controller: Any, identity_id: str, authenticator_id
     fields = _checked("extend", body, "extend")
     if certificate is None:
         raise ApiError("UNAUTHORIZED")
-    row = _own(controller, identity_id, authenticator_id, method="cert")
+    row = _own(parts, identity_id, authenticator_id, method="cert")
     _presented(row, certificate)
-    if not network_issued(certificate, controller.pki.ca_pem):
+    if not network_issued(certificate, parts.pki.ca_pem):
         raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR",
                        field_cause("certPem", "only certificates the controller issued can be extended", "<pem>"))
     csr = load_csr(str(fields["clientCertCsr"]), "clientCertCsr")
-    issued = controller.issuer.client_certificate(csr, identity_id, now=issue_time(controller))
+    issued = parts.issuer.client_certificate(csr, identity_id, now=issue_time(parts.clock))
     pem, print_ = certificate_pem(issued), fingerprint(issued)
 
     def write(ctx: WriteContext) -> None:
@@ -125,11 +127,11 @@ async def extend_certificate(controller: Any, identity_id: str, authenticator_id
         pending = {**current, "_unverifiedCertPem": pem, "_unverifiedFingerprint": print_}
         write_internal(ctx, ctx.registry["authenticators"], pending, current)
 
-    await controller.domain.write(write)
-    return {"clientCert": pem, "ca": controller.pki.ca_pem.decode("ascii")}
+    await parts.domain.write(write)
+    return {"clientCert": pem, "ca": parts.pki.ca_pem.decode("ascii")}
 
 
-async def verify_extension(controller: Any, identity_id: str, authenticator_id: str, body: Any,
+async def verify_extension(parts: IssuingParts, identity_id: str, authenticator_id: str, body: Any,
                            api_session_id: str) -> None:
     """Make the pending certificate the authenticator's, given that certificate; the caller's API session gets
     it as one of its certificates, and API-session certificates of the old one go.
@@ -138,10 +140,8 @@ async def verify_extension(controller: Any, identity_id: str, authenticator_id: 
         ApiError: 404 / 409 / 401 as :func:`_own`; 409 CAN_NOT_UPDATE_AUTHENTICATOR when nothing is pending;
             400 INVALID_CLIENT_CERT when ``clientCert`` is not exactly the pending certificate.
     """
-    from controller.authentication.session_certificates import record_session_certificate
-
     fields = _checked("verify", body, "extend")
-    row = _own(controller, identity_id, authenticator_id, method="cert")
+    row = _own(parts, identity_id, authenticator_id, method="cert")
     if not row.get("_unverifiedFingerprint"):
         raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR",
                        field_cause("clientCert", "no extended certificate awaits verification", None))
@@ -164,7 +164,7 @@ async def verify_extension(controller: Any, identity_id: str, authenticator_id: 
         if ctx.txn.exists("api-sessions", api_session_id):
             record_session_certificate(ctx, api_session_id, new)
 
-    await controller.domain.write(write)
+    await parts.domain.write(write)
 
 
 def _forget_session_certificates(ctx: WriteContext, old_fingerprint: str) -> None:

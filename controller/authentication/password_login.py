@@ -8,6 +8,7 @@ from typing import Any
 
 from controller.authentication.disable import disable
 from controller.authentication.lockout import lockout_minutes
+from controller.authentication.parts import LoginParts
 from controller.authentication.session_start import auth_policy, start_session
 from controller.errors import ApiError, field_cause
 
@@ -34,7 +35,7 @@ def _check_body(body: Any) -> tuple[str, str]:
     return values[0], values[1]
 
 
-async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
+async def login_password(parts: LoginParts, body: Any, ip: str) -> dict[str, Any]:
     """Authenticate by username and password and start an API session; 401 INVALID_AUTH on any failure.
 
     The same work is done for an unknown username as for a wrong password, so timing reveals nothing. Wrong
@@ -42,34 +43,34 @@ async def login_password(controller: Any, body: Any, ip: str) -> dict[str, Any]:
     hashing.
     """
     username, password = _check_body(body)
-    controller.throttles.check_password(username, ip)
-    with controller.store.read() as txn:
-        authenticator_id = txn.by_unique("authenticators", "username", username)
-        authenticator = txn.get("authenticators", authenticator_id) if authenticator_id else None
-        identity = txn.get("identities", authenticator["identityId"]) if authenticator else None
-        policy = auth_policy(txn, identity)
+    parts.throttles.check_password(username, ip)
+    with parts.domain.read() as ctx:
+        authenticator_id = ctx.txn.by_unique("authenticators", "username", username)
+        authenticator = ctx.txn.get("authenticators", authenticator_id) if authenticator_id else None
+        identity = ctx.txn.get("identities", authenticator["identityId"]) if authenticator else None
+        policy = auth_policy(ctx.txn, identity)
     stored_hash = authenticator.get("_passwordHash") if authenticator else None
-    if not await controller.hashing.verify(password, stored_hash):
-        controller.throttles.password_failed(username, ip)
+    if not await parts.hashing.verify(password, stored_hash):
+        parts.throttles.password_failed(username, ip)
         if authenticator is not None and identity is not None:
-            await _count_failure(controller, str(authenticator["id"]), identity, policy)
+            await _count_failure(parts, str(authenticator["id"]), identity, policy)
         raise ApiError("INVALID_AUTH")
     if authenticator is None or identity is None:
         raise ApiError("INVALID_AUTH")
-    row = await start_session(controller, identity, authenticator["id"], policy, "updb", body, ip)
-    controller.sessions.failed_logins.clear(authenticator["id"])
+    row = await start_session(parts, identity, authenticator["id"], policy, "updb", body, ip)
+    parts.sessions.failed_logins.clear(authenticator["id"])
     return row
 
 
-async def _count_failure(controller: Any, authenticator_id: str, identity: Mapping[str, Any],
+async def _count_failure(parts: LoginParts, authenticator_id: str, identity: Mapping[str, Any],
                          policy: Mapping[str, Any] | None) -> None:
     """A wrong password for an existing authenticator: count it, and lock the identity out when the auth policy's
     ``maxAttempts`` is exceeded (``controller/authentication/lockout.py``)."""
-    failures = controller.sessions.failed_logins.failed(authenticator_id)
+    failures = parts.sessions.failed_logins.failed(authenticator_id)
     minutes = lockout_minutes(policy, failures)
     if minutes is None:
         return
-    controller.sessions.failed_logins.clear(authenticator_id)
-    if await disable(controller, str(identity["id"]), minutes, lockout=True):
+    parts.sessions.failed_logins.clear(authenticator_id)
+    if await disable(parts.domain, str(identity["id"]), minutes, lockout=True):
         log.warning("identity locked out", extra={"identityId": identity["id"], "failedAttempts": failures,
                                                   "lockoutMinutes": minutes})

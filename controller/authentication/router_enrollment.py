@@ -14,12 +14,13 @@ from typing import Any
 
 from cryptography import x509
 
-from controller.authentication.enrollment import Enrolled, EnrollmentRequest, claim, issue_time
+from controller.authentication.enrollment_claims import Enrolled, EnrollmentRequest, claim, issue_time
+from controller.authentication.parts import IssuingParts
 from controller.certificates.csr import load_csr
 from controller.certificates.issuing import certificate_pem, fingerprint
 from controller.data.write_path import delete_row, write_internal
 from controller.errors import ApiError, field_cause, not_found
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 from controller.resources.enrollments import ROUTER_KINDS, start_router_enrollment
 
 __all__ = ["enroll_router", "extend_router", "reenroll_router"]
@@ -37,15 +38,15 @@ def _csr_field(body: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, st
     raise ApiError("MISSING_OR_INVALID_CSR", field_cause(names[0], f"{names[0]} is required", None))
 
 
-def _router_certificates(controller: Any, router_id: str,
+def _router_certificates(parts: IssuingParts, router_id: str,
                          body: Mapping[str, Any]) -> tuple[x509.Certificate, x509.Certificate]:
     """The router's (client, server) certificates for the CSRs of ``body``."""
     server_field, server_csr = _csr_field(body, _SERVER_CSR)
     client_field, client_csr = _csr_field(body, _CLIENT_CSR)
-    now = issue_time(controller)
-    server = controller.issuer.server_certificate(load_csr(server_csr, server_field), router_id, now=now,
-                                                  field=server_field)
-    client = controller.issuer.client_certificate(load_csr(client_csr, client_field), router_id, now=now)
+    now = issue_time(parts.clock)
+    server = parts.issuer.server_certificate(load_csr(server_csr, server_field), router_id, now=now,
+                                             field=server_field)
+    client = parts.issuer.client_certificate(load_csr(client_csr, client_field), router_id, now=now)
     return client, server
 
 
@@ -58,12 +59,12 @@ def _set_certificate(ctx: WriteContext, kind: str, router: Mapping[str, Any],
     write_internal(ctx, ctx.registry[kind], {**router, **changes}, router)
 
 
-async def enroll_router(controller: Any, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> Enrolled:
+async def enroll_router(parts: IssuingParts, enrollment: Mapping[str, Any], request: EnrollmentRequest) -> Enrolled:
     """Enrol the router of an ``erott``/``trott`` enrollment; answers its certificates and the CA bundle."""
     kind = "edge-routers" if enrollment.get("edgeRouterId") else "routers"
     method, subject_field = ROUTER_KINDS[kind]
     router_id = str(enrollment[subject_field])
-    client, server = _router_certificates(controller, router_id, request.json or {})
+    client, server = _router_certificates(parts, router_id, request.json or {})
     def write(ctx: WriteContext) -> None:
         consumed = claim(ctx, enrollment, (method,))
         router = ctx.txn.get(kind, str(consumed[subject_field]))
@@ -71,12 +72,12 @@ async def enroll_router(controller: Any, enrollment: Mapping[str, Any], request:
             raise ApiError("INVALID_ENROLLMENT_TOKEN")
         _set_certificate(ctx, kind, router, client)
 
-    await controller.domain.write(write)
+    await parts.domain.write(write)
     return Enrolled(cert=certificate_pem(client), server_cert=certificate_pem(server),
-                    ca=controller.pki.ca_pem.decode("ascii"))
+                    ca=parts.pki.ca_pem.decode("ascii"))
 
 
-async def extend_router(controller: Any, certificate: x509.Certificate | None, body: Any) -> Enrolled:
+async def extend_router(parts: IssuingParts, certificate: x509.Certificate | None, body: Any) -> Enrolled:
     """``POST /enroll/extend/router``: a router presenting its current client certificate gets new certificates
     for new CSRs; its old certificate stops working at once.
 
@@ -87,9 +88,9 @@ async def extend_router(controller: Any, certificate: x509.Certificate | None, b
     if certificate is None:
         raise ApiError("UNAUTHORIZED")
     current = fingerprint(certificate)
-    with controller.store.read() as txn:
+    with parts.domain.read() as ctx:
         found = [(kind, router_id) for kind in ROUTER_KINDS
-                 if (router_id := txn.by_unique(kind, "fingerprint", current)) is not None]
+                 if (router_id := ctx.txn.by_unique(kind, "fingerprint", current)) is not None]
     if not found:
         raise ApiError("UNAUTHORIZED")
     kind, router_id = found[0]
@@ -97,7 +98,7 @@ async def extend_router(controller: Any, certificate: x509.Certificate | None, b
     for name in ("certCsr", "serverCertCsr"):
         if fields.get(name) is None:
             raise ApiError("COULD_NOT_VALIDATE", field_cause(name, f"{name} in body is required", None))
-    client, server = _router_certificates(controller, router_id, fields)
+    client, server = _router_certificates(parts, router_id, fields)
 
     def write(ctx: WriteContext) -> None:
         router = ctx.txn.get(kind, router_id)
@@ -105,15 +106,15 @@ async def extend_router(controller: Any, certificate: x509.Certificate | None, b
             raise ApiError("UNAUTHORIZED")  # re-enrolled or extended meanwhile
         _set_certificate(ctx, kind, router, client)
 
-    await controller.domain.write(write)
+    await parts.domain.write(write)
     return Enrolled(cert=certificate_pem(client), server_cert=certificate_pem(server))
 
 
-async def reenroll_router(controller: Any, kind: str, router_id: str) -> None:
+async def reenroll_router(parts: IssuingParts, kind: str, router_id: str) -> None:
     """An admin's re-enrolment: the router forgets its certificate (it can no longer authenticate) and gets a new
     enrollment in place of any it had."""
     subject_field = ROUTER_KINDS[kind][1]
-    resource = controller.registry[kind]
+    resource = parts.domain.registry[kind]
 
     def write(ctx: WriteContext) -> None:
         router = ctx.txn.get(kind, router_id)
@@ -124,4 +125,4 @@ async def reenroll_router(controller: Any, kind: str, router_id: str) -> None:
         _set_certificate(ctx, kind, router, None)
         start_router_enrollment(ctx, kind, router_id)
 
-    await controller.domain.write(write)
+    await parts.domain.write(write)

@@ -2,8 +2,9 @@
 
 An API session's certificates are the client certificates it may present to edge routers together with its token
 (the fingerprint binds the two). A session started by certificate login records the client's own certificate
-(:func:`record_session_certificate`, in the login's write); any fully authenticated session may ask for short-lived
-ones (:func:`create_session_certificate`), which is how password and JWT sessions get one.
+(:func:`controller.resources.api_session_certificates.record_session_certificate`, in the login's write); any fully
+authenticated session may ask for short-lived ones (:func:`create_session_certificate`), which is how password and
+JWT sessions get one.
 
 Issued certificates follow Tollgate's one issuing profile (:mod:`controller.certificates.issuing`): the subject
 is chosen by the controller, not copied from the CSR as the reference does, and is ``CN=<API session id>,
@@ -15,22 +16,15 @@ from the moment of issue, with the profile's usual back-dating of notBefore.
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cryptography import x509
-
+from controller.authentication.parts import IssuingParts
 from controller.certificates.csr import load_csr
-from controller.certificates.issuing import certificate_pem, fingerprint
-from controller.clock import format_time
 from controller.data.present import link
-from controller.data.write_path import create_row, delete_row
+from controller.data.write_path import delete_row
 from controller.errors import ApiError, not_found
-from controller.model.context import ReadContext, WriteContext
-from controller.resources.api_session_certificates import KIND, PATH
-
-if TYPE_CHECKING:
-    from controller.authentication.api_sessions import LiveSession
-    from controller.runtime.composition import Controller
+from controller.model.spec import ReadContext, WriteContext
+from controller.resources.api_session_certificates import KIND, PATH, record_session_certificate
 
 __all__ = [
     "CSR_FIELD",
@@ -38,7 +32,6 @@ __all__ = [
     "create_session_certificate",
     "delete_session_certificate",
     "owned_certificate",
-    "record_session_certificate",
     "session_certificate_ids",
 ]
 
@@ -49,39 +42,12 @@ CSR_FIELD = "csr"
 """The request field carrying the CSR, named in error causes."""
 
 
-def record_session_certificate(ctx: WriteContext, api_session_id: str, certificate: x509.Certificate) -> dict[str, Any]:
-    """Store ``certificate`` as one of an API session's certificates, in the caller's write.
+async def create_session_certificate(parts: IssuingParts, api_session_id: str, csr_text: str) -> dict[str, Any]:
+    """Issue a certificate for a CSR and bind it to the API session ``api_session_id``, durably.
 
     Args:
-        ctx: the write; the API session's row must exist in it (it may have been created by the same write).
-        api_session_id: the session the certificate is bound to.
-        certificate: any X.509 certificate (issued by the controller or brought by the client).
-
-    Returns:
-        The stored row: ``apiSessionId``, ``subject`` (RFC 4514), ``fingerprint`` (hex SHA-1 of the DER),
-        ``validFrom`` / ``validTo`` (the certificate's notBefore / notAfter, formatted as every timestamp) and
-        ``certificate`` (PEM), besides the common fields.
-
-    Raises:
-        FieldError: 400 COULD_NOT_VALIDATE on ``apiSessionId`` when no such API session exists.
-    """
-    body = {
-        "apiSessionId": api_session_id,
-        "subject": certificate.subject.rfc4514_string(),
-        "fingerprint": fingerprint(certificate),
-        "validFrom": format_time(certificate.not_valid_before_utc.timestamp()),
-        "validTo": format_time(certificate.not_valid_after_utc.timestamp()),
-        "certificate": certificate_pem(certificate),
-    }
-    return create_row(ctx, ctx.registry[KIND], body, None)
-
-
-async def create_session_certificate(controller: Controller, session: LiveSession, csr_text: str) -> dict[str, Any]:
-    """Issue a certificate for a CSR and bind it to ``session``, durably.
-
-    Args:
-        controller: the running controller (its issuer, clock, PKI and domain).
-        session: the caller's fully authenticated API session.
+        parts: the store, the CA's issuer and the PKI.
+        api_session_id: the caller's fully authenticated API session.
         csr_text: a PEM certificate signing request.
 
     Returns:
@@ -93,19 +59,19 @@ async def create_session_certificate(controller: Controller, session: LiveSessio
             UNAUTHORIZED when the session ended before the certificate was stored.
     """
     csr = load_csr(csr_text, CSR_FIELD)
-    now = dt.datetime.fromtimestamp(controller.clock.now(), dt.UTC)
+    now = dt.datetime.fromtimestamp(parts.clock.now(), dt.UTC)
     # Signed before the write: the writer's transaction is shared by every concurrent write and must stay short.
-    certificate = controller.issuer.session_certificate(csr, session.id, now=now,
-                                                        validity=SESSION_CERTIFICATE_VALIDITY)
+    certificate = parts.issuer.session_certificate(csr, api_session_id, now=now,
+                                                   validity=SESSION_CERTIFICATE_VALIDITY)
 
     def store(ctx: WriteContext) -> dict[str, Any]:
-        if not ctx.txn.exists("api-sessions", session.id):  # logged out or expired since the request was checked
+        if not ctx.txn.exists("api-sessions", api_session_id):  # logged out or expired since the request was checked
             raise ApiError("UNAUTHORIZED")
-        return record_session_certificate(ctx, session.id, certificate)
+        return record_session_certificate(ctx, api_session_id, certificate)
 
-    row = await controller.domain.write(store)
+    row = await parts.domain.write(store)
     return {"id": row["id"], "_links": {"self": link(f"{PATH}/{row['id']}")}, "certificate": row["certificate"],
-            "cas": controller.pki.ca_pem.decode("ascii")}
+            "cas": parts.pki.ca_pem.decode("ascii")}
 
 
 def session_certificate_ids(ctx: ReadContext, api_session_id: str) -> list[str]:
@@ -126,14 +92,14 @@ def owned_certificate(ctx: ReadContext, api_session_id: str, certificate_id: str
     return row
 
 
-async def delete_session_certificate(controller: Controller, session: LiveSession, certificate_id: str) -> None:
-    """Remove one of ``session``'s certificates, durably.
+async def delete_session_certificate(parts: IssuingParts, api_session_id: str, certificate_id: str) -> None:
+    """Remove one of the API session ``api_session_id``'s certificates, durably.
 
     Raises:
         ApiError: 404 NOT_FOUND as :func:`owned_certificate`, checked in the same write as the delete.
     """
     def remove(ctx: WriteContext) -> None:
-        owned_certificate(ctx, session.id, certificate_id)
+        owned_certificate(ctx, api_session_id, certificate_id)
         delete_row(ctx, ctx.registry[KIND], certificate_id)
 
-    await controller.domain.write(remove)
+    await parts.domain.write(remove)

@@ -13,6 +13,7 @@ from typing import Any
 
 from cryptography import x509
 
+from controller.authentication.parts import SessionParts
 from controller.errors import ApiError
 from controller.resources.identities import identity_disabled
 from storage.store import ReadTxn
@@ -40,7 +41,7 @@ def required_ext_jwt_signer(policy: Mapping[str, Any] | None) -> str | None:
     return signer_id if isinstance(signer_id, str) and signer_id else None
 
 
-async def start_session(controller: Any, identity: Mapping[str, Any], authenticator_id: str,
+async def start_session(parts: SessionParts, identity: Mapping[str, Any], authenticator_id: str,
                         policy: Mapping[str, Any] | None, primary: str, body: Any, ip: str,
                         certificate: x509.Certificate | None = None) -> dict[str, Any]:
     """Start an API session for ``identity``, authenticated by ``authenticator_id`` with the primary method
@@ -55,20 +56,20 @@ async def start_session(controller: Any, identity: Mapping[str, Any], authentica
     fixed here, for the session's lifetime). ``envInfo``, ``sdkInfo`` and ``configTypes`` of the login body are kept
     with the session.
     """
-    if identity_disabled(identity, controller.clock.now()) or not method_allowed(policy, primary):
+    if identity_disabled(identity, parts.clock.now()) or not method_allowed(policy, primary):
         raise ApiError("INVALID_AUTH")
     details = body if isinstance(body, dict) else {}
     extra = {k: details[k] for k in ("envInfo", "sdkInfo") if isinstance(details.get(k), dict)}
     if isinstance(details.get("configTypes"), list):
-        with controller.store.read() as txn:
-            extra["configTypes"] = _config_type_ids(txn, details["configTypes"])
+        with parts.domain.read() as ctx:
+            extra["configTypes"] = _config_type_ids(ctx.txn, details["configTypes"])
     require_totp = bool(policy and (policy.get("secondary") or {}).get("requireTotp"))
-    mfa_required = require_totp or controller.mfa.is_enrolled(identity["id"])
-    row: dict[str, Any] = await controller.sessions.create(identity["id"], authenticator_id, ip, extra,
-                                                           mfa_required=mfa_required,
-                                                           ext_jwt_signer_id=required_ext_jwt_signer(policy),
-                                                           certificate=certificate)
-    controller.engine.api_session_started(identity["id"], row["id"])
+    mfa_required = require_totp or parts.mfa.is_enrolled(identity["id"])
+    row: dict[str, Any] = await parts.sessions.create(identity["id"], authenticator_id, ip, extra,
+                                                      mfa_required=mfa_required,
+                                                      ext_jwt_signer_id=required_ext_jwt_signer(policy),
+                                                      certificate=certificate)
+    parts.engine.api_session_started(identity["id"], row["id"])
     return row
 
 

@@ -8,7 +8,6 @@ Below the resource kinds and the logins that use it: it imports only ``controlle
 * ``pki`` and ``server_names``: the CA and the server certificate, made on the first start and renewed;
 * ``csr`` and ``issuing``: CSRs read (the malformed ones old SDKs send included) and certificates signed for them;
 * ``signing``: JWTs, the JWKS that verifies them, and nonce challenges, signed with the server key;
-* ``renewal``: the running controller's renewal of its server certificate (a service);
 * ``tls_contexts`` and ``client_certificates``: the listeners' TLS contexts and the CAs of client certificates;
 * ``external_id``: a client certificate's external id, as a CA's ``externalIdClaim`` says where to find it.
 """

@@ -13,7 +13,7 @@ import datetime as dt
 import hashlib
 import ipaddress
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
@@ -25,14 +25,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from controller.certificates.csr import CSR_VALUE, pem_blocks
 from controller.errors import ApiError, field_cause
 
-if TYPE_CHECKING:
-    from controller.certificates.pki import Pki
-
 __all__ = [
     "BACKDATE",
     "DEFAULT_CLIENT_VALIDITY",
     "ISSUED_ORGANIZATION",
     "CaPrivateKey",
+    "CertificateAuthority",
     "Issuer",
     "certificate_pem",
     "fingerprint",
@@ -55,6 +53,16 @@ _CERTIFICATE_LABEL = "CERTIFICATE"
 _PEM_VALUE = "<pem>"
 
 
+class CertificateAuthority(Protocol):
+    """A CA an :class:`Issuer` signs with (:class:`controller.certificates.pki.Pki` is one)."""
+
+    @property
+    def ca_cert(self) -> x509.Certificate: ...
+
+    def load_ca_key(self) -> CaPrivateKey:
+        """The CA's private key, read from where it is kept."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Issuer:
     """Signs certificates for CSRs with the controller's CA key.
@@ -74,7 +82,7 @@ class Issuer:
             raise ValueError("client_validity must be positive")
 
     @classmethod
-    def from_pki(cls, pki: Pki, *, client_validity: dt.timedelta = DEFAULT_CLIENT_VALIDITY) -> Issuer:
+    def from_pki(cls, pki: CertificateAuthority, *, client_validity: dt.timedelta = DEFAULT_CLIENT_VALIDITY) -> Issuer:
         """An Issuer for ``pki``'s CA. Raises :class:`~controller.certificates.pki.PkiError` if the key is
         unreadable, and ValueError for a non-positive ``client_validity``."""
         return cls(ca_cert=pki.ca_cert, ca_key=pki.load_ca_key(), client_validity=client_validity)

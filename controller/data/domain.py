@@ -14,8 +14,9 @@ from controller.errors import not_found
 from controller.data.listing import NO_LIMIT, ListParams, Page, compile_query, list_rows, page_values
 from controller.data.present import present
 from controller.model.registry import Registry
-from controller.model.context import Change, Environment, ReadContext, WriteContext
-from controller.model.spec import Mode, Resource
+from controller.model.spec import Change, Environment, ReadContext, WriteContext
+from controller.model.field import Mode
+from controller.model.spec import Resource
 from controller.model.validation import validate_body
 from controller.data.write_path import create_row, delete_row, replace_row
 from controller.data.group_commit import Writer
@@ -35,22 +36,48 @@ _ATTRIBUTE_SYMBOLS = {"id": Symbol(FieldType.STRING)}
 class Domain:
     """Generic resource operations over one store."""
 
-    def __init__(self, store: Store, writer: Writer, registry: Registry, clock: Clock) -> None:
+    def __init__(self, store: Store, writer: Writer, registry: Registry, clock: Clock, *,
+                 env: Environment | None = None, hash_secret: Callable[[str], Awaitable[str]] | None = None) -> None:
+        """Args:
+            store: the rows.
+            writer: the group commit every write goes through.
+            registry: every kind's spec.
+            clock: the controller's clock (``ReadContext.now``).
+            env: what hooks may need from the running controller beyond the store (``ReadContext.env``); None
+                for a store used without a controller, as some benchmarks do.
+            hash_secret: hashes a secret a field declares (``Field.hashed_into``), off the event loop; None when
+                no kind with a secret is written.
+        """
         self.store = store
         self.writer = writer
         self.registry = registry
         self.clock = clock
+        self.env = env
+        self.hash_secret = hash_secret
         self._listeners: list[ChangeListener] = []
-        # Set by the composition root once the controller's PKI is loaded (ReadContext.env).
-        self.env: Environment | None = None
-        # Set by the composition root: hashes a secret a field declares (Field.hashed_into), off the event loop.
-        self.hash_secret: Callable[[str], Awaitable[str]] | None = None
 
-    def subscribe(self, listener: ChangeListener) -> None:
+    def subscribe(self, listener: ChangeListener, kinds: Iterable[str] | None = None) -> None:
         """Call ``listener`` with the changes of every committed write, on the writer's task right after the commit
-        (whether or not the write's caller still waits). It must not block; what the caller must wait for it
-        returns as a barrier."""
-        self._listeners.append(listener)
+        (whether or not the write's caller still waits); with ``kinds``, only with the changes to rows of those
+        kinds, and only for writes that have some. It must not block; what the caller must wait for it returns as a
+        barrier.
+
+        Raises:
+            ValueError: ``kinds`` names a kind the registry does not know.
+        """
+        if kinds is None:
+            self._listeners.append(listener)
+            return
+        wanted = frozenset(kinds)
+        unknown = wanted - self.registry.resources.keys() - self.registry.internal.keys()
+        if unknown:
+            raise ValueError(f"no such kinds: {sorted(unknown)}")
+
+        def relevant(changes: list[Change]) -> Barrier | None:
+            mine = [change for change in changes if change.kind in wanted]
+            return listener(mine) if mine else None
+
+        self._listeners.append(relevant)
 
     def read(self) -> _Reading:
         """A read snapshot (``with domain.read() as ctx``); never hold it across an ``await``."""
@@ -135,7 +162,7 @@ class Domain:
             if f.hashed_into is None or secret is None:
                 continue
             if self.hash_secret is None:
-                raise RuntimeError("secrets need Domain.hash_secret, which the composition root sets")
+                raise RuntimeError("secrets need the hash_secret a Domain is built with")
             body = {k: v for k, v in body.items() if k != f.name}
             body[f.hashed_into] = await self.hash_secret(str(secret))
         return body

@@ -86,7 +86,8 @@ class Writer:
             a thread).
     """
 
-    def __init__(self, store: Store, *, in_thread: bool = True, max_batch: int | None = None) -> None:
+    def __init__(self, store: Store, *, in_thread: bool = True, max_batch: int | None = None,
+                 observe_batch: Callable[[int, float], None] | None = None) -> None:
         self._store = store
         self._in_thread = in_thread
         if max_batch is None:
@@ -101,8 +102,8 @@ class Writer:
         # Seconds the pinned thread spent committing (page writes and fsync); the benchmark reads it.
         self.commit_seconds = 0.0
         # Called on the writer's task after each commit, before its callers are answered, with the batch's size and
-        # the seconds its commit took (the whole batch inline); monitoring sets it. It must be quick and not raise.
-        self.observe_batch: Callable[[int, float], None] | None = None
+        # the seconds its commit took (the whole batch inline): the metrics' observer. It must be quick and not raise.
+        self.observe_batch = observe_batch
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; a batch already taken from the queue always completes first."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.model.context import ReadContext
+from controller.model.spec import ReadContext
 from controller.model.spec import Resource
 
 __all__ = ["entity_ref", "link", "present"]

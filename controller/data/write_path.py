@@ -13,8 +13,9 @@ from typing import Any
 from controller.clock import format_time
 from controller.errors import ApiError, FieldError, field_cause, not_found
 from controller.ids import new_id
-from controller.model.context import Change, WriteContext
-from controller.model.spec import MISSING, Field, Mode, Resource, Variant
+from controller.model.spec import Change, WriteContext
+from controller.model.field import Field, MISSING, Mode, Variant
+from controller.model.spec import Resource
 from controller.access.roles import check_attributes, normalize_roles
 from storage.keys import MAX_KEY_BYTES, UnstorableValue
 from storage.rows import MAX_INT, MIN_INT, UnencodableValue, encode

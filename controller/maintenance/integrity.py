@@ -40,9 +40,8 @@ import msgspec
 
 from controller.authentication.mfa import KIND as MFA_KIND
 from controller.data.write_path import delete_row, write_internal
-from controller.model.context import ReadContext, WriteContext
-from controller.model.registry import Registry
-from controller.model.spec import Field
+from controller.model.field import Field
+from controller.model.spec import Kinds, ReadContext, WriteContext
 from controller.posture.engine import PENDING_KIND, STATE_KIND
 from storage.index_audit import (
     IndexEntry,
@@ -178,7 +177,7 @@ class ScanPosition:
     after: bytes | IndexPosition | None
 
 
-def _steps(txn: ReadTxn, registry: Registry) -> list[_Rows | _Index]:
+def _steps(txn: ReadTxn, registry: Kinds) -> list[_Rows | _Index]:
     """The whole check in a fixed order: each kind's rows, then each index of each kind."""
     kinds = [*registry.resources, *(kind for kind in IDENTITY_KEYED if kind in registry.internal)]
     indexed = [*registry.resources, *registry.internal]

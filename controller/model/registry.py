@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any
 
-from controller.model.spec import Association, Field, Resource
+from controller.model.field import Field
+from controller.model.spec import Association, Resource
 from storage.store import KindLayout
 from storage.zitiql import FieldType, Symbol
 

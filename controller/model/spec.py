@@ -1,124 +1,38 @@
-"""The declarative description of a resource kind, from which models, routes, storage layout and OpenAPI derive.
+"""A resource kind declared as data, and what its hooks see: :class:`Resource` (its fields, variants, association
+lists, the named hooks of its real domain rules), the :class:`ReadContext` and :class:`WriteContext` every hook and
+query runs in, the :class:`Change` s a write records, and :class:`Kinds`, the registry of every kind as a hook reaches
+it (``controller.model.registry.Registry`` is the one implementation).
 
-A :class:`Resource` lists its :class:`Field` s (wire names, JSON schema of the value, where each is writable and
-required, defaults, references, role selectors, filterability), its association lists, an optional discriminator
-(:class:`Variants`) and a few named hooks for the real domain rules. Everything generic (request validation,
-the six standard routes, indexes, filterable fields, the OpenAPI document) is computed from these specs.
+Everything generic (request validation, the six standard routes, indexes, filterable fields, the OpenAPI document)
+is computed from these specs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-from storage.zitiql import FieldType
-
-if TYPE_CHECKING:
-    from controller.model.context import ReadContext, WriteContext
+from controller.model.field import COMMON_FIELDS, Field, Mode, Variant, Variants
+from storage.layout import KindLayout
+from storage.store import ReadTxn, WriteTxn
+from storage.zitiql import Symbol
 
 __all__ = [
-    "ALL_MODES",
-    "CREATE_ONLY",
-    "MISSING",
-    "WRITE_MODES",
     "AfterCreate",
     "Association",
-    "Field",
+    "Change",
+    "EnrollmentSecrets",
+    "Environment",
     "Hooks",
-    "Mode",
+    "Kinds",
     "Present",
+    "ReadContext",
     "Resource",
-    "Variant",
-    "Variants",
+    "WriteContext",
 ]
 
-
-class Mode(StrEnum):
-    """The three ways a client writes a resource."""
-
-    CREATE = "create"
-    UPDATE = "update"  # PUT: every field, required ones must be present
-    PATCH = "patch"  # only the fields sent
-
-
-ALL_MODES = frozenset(Mode)
-WRITE_MODES = ALL_MODES
-CREATE_ONLY = frozenset({Mode.CREATE})
-NONE: frozenset[Mode] = frozenset()
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    """One wire field of a resource.
-
-    Attributes:
-        name: the wire name, also the key in the stored row.
-        schema: JSON schema of the value (without nullability).
-        required: modes in which a request must carry the field.
-        writable: modes in which a request may carry it; others ignore it silently, as the reference does.
-        default: value stored on create when absent (a callable is called for a fresh value).
-        nullable: a request may send null (stored as null; in PATCH null clears the field).
-        ref: kind whose id this field holds; checked on write, shown as an entity ref named ``ref_name``.
-        ref_name: wire name of the entity ref rendered beside the id (``authPolicy`` for ``authPolicyId``).
-        roles: kind whose entities this role-selector list selects (``#attr``, ``@id``, ``#all``).
-        filter: the filter type when the field is filterable; None when not.
-        unique: at most one row of the kind has each non-null value.
-        indexed_set: the list's elements are indexed (role attributes), so filters and selectors need no scan.
-        stored: False for request-only fields (a password, an enrollment request) that hooks consume.
-        on_delete: what deleting the referenced row does to this one: ``refuse`` (409), ``cascade`` (delete this
-            row too) or ``nullify`` (clear the field).
-        hashed_into: for a request-only secret (a password): the internal field that stores its hash instead;
-            the domain hashes it off the event loop before the write.
-    """
-
-    name: str
-    schema: Mapping[str, Any]
-    required: frozenset[Mode] = NONE
-    writable: frozenset[Mode] = ALL_MODES
-    default: Any = MISSING
-    nullable: bool = False
-    ref: str | None = None
-    ref_name: str | None = None
-    roles: str | None = None
-    filter: FieldType | None = None
-    unique: bool = False
-    indexed_set: bool = False
-    stored: bool = True
-    on_delete: str = "refuse"
-    hashed_into: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Variant:
-    """The extra fields of one value of a discriminator (one posture check type)."""
-
-    value: str
-    fields: tuple[Field, ...]
-    aliases: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Variants:
-    """A discriminator field whose value selects extra fields; an unknown value is unparsable (400)."""
-
-    discriminator: str
-    variants: tuple[Variant, ...]
-
-    def get(self, value: Any) -> Variant | None:
-        for variant in self.variants:
-            if value == variant.value or value in variant.aliases:
-                return variant
-        return None
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,14 +171,127 @@ class Resource:
         return None
 
 
-TAGS_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "additionalProperties": {"type": ["string", "boolean", "null"]},
-}
+class Kinds(Protocol):
+    """Every kind's spec, as hooks and queries reach it through ``ctx.registry``."""
 
-COMMON_FIELDS: tuple[Field, ...] = (
-    Field("id", {"type": "string"}, writable=NONE, filter=FieldType.STRING),
-    Field("createdAt", {"type": "string", "format": "date-time"}, writable=NONE, filter=FieldType.DATETIME),
-    Field("updatedAt", {"type": "string", "format": "date-time"}, writable=NONE, filter=FieldType.DATETIME),
-    Field("tags", TAGS_SCHEMA, default=dict, nullable=True, filter=FieldType.MAP),
-)
+    @property
+    def resources(self) -> Mapping[str, Resource]:
+        """Every resource kind's spec, by kind."""
+
+    @property
+    def internal(self) -> Mapping[str, KindLayout]:
+        """The storage layouts of the kinds that are not resources (MFA records, posture state), by kind."""
+
+    @property
+    def access_kinds(self) -> frozenset[str]:
+        """Kinds whose rows decide what identities may use (``Resource.shapes_access``)."""
+
+    def __getitem__(self, kind: str) -> Resource: ...
+
+    def associations(self, kind: str) -> tuple[Association, ...]:
+        """The ``GET /{kind}/{id}/{path}`` lists of a kind."""
+
+    def symbols(self, kind: str) -> Mapping[str, Symbol]:
+        """Filterable fields of a kind, as the query engine's symbol table."""
+
+    def referencing_fields(self, kind: str) -> list[tuple[Resource, Field]]:
+        """Every (resource, field) whose field holds an id of ``kind``."""
+
+    def role_fields(self, kind: str) -> list[tuple[Resource, Field]]:
+        """Every (resource, field) that is a role selector over ``kind``."""
+
+
+class EnrollmentSecrets(Protocol):
+    """An enrollment's token and JWT, which only the running controller's keys can make
+    (``controller/authentication/enrollment_jwt.py``)."""
+
+    def new_token(self) -> dict[str, str]:
+        """The row fields that stand for a fresh token (the store never holds the token itself)."""
+
+    def token(self, row: Mapping[str, Any]) -> str:
+        """The token of a stored enrollment row."""
+
+    def digest(self, token: str) -> str:
+        """What a row keeps to find the enrollment of ``token``."""
+
+    def enrollment(self, row: Mapping[str, Any]) -> str:
+        """The JWT a client enrols with, for a stored enrollment row."""
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """What hooks may need from the running controller beyond the store.
+
+    Attributes:
+        network_ca_pem: the controller's own CA certificate, the issuer of every certificate it signs.
+        enrollments: enrollment tokens and JWTs.
+    """
+
+    network_ca_pem: bytes
+    enrollments: EnrollmentSecrets
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One row written: ``before`` is None for a create, ``after`` is None for a delete."""
+
+    kind: str
+    id: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class ReadContext:
+    """A consistent snapshot plus the registry and ``now`` (wall-clock epoch seconds).
+
+    ``memo`` holds what :meth:`cached` derived from this snapshot (policy links, decoded policy rows): one request
+    or one actor step asks the same questions for many services, and a snapshot never changes under it.
+    ``shared`` is the store's memo of answers derived from the access kinds alone (``Resource.shapes_access``),
+    kept across snapshots until one of those kinds is written (``storage.store.SharedMemo``); None when this
+    snapshot is older than that write. ``env`` is what the running controller lends hooks beyond the store (None
+    for a store used without a controller, as some benchmarks do).
+    """
+
+    txn: ReadTxn
+    registry: Kinds
+    now: float
+    memo: dict[Hashable, Any] = field(default_factory=dict)
+    shared: dict[Hashable, Any] | None = None
+    env: Environment | None = None
+
+    def cached(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, computed once per snapshot for ``key``. Callers must not mutate the value."""
+        try:
+            value: T = self.memo[key]
+        except KeyError:
+            value = self.memo[key] = compute()
+        return value
+
+    def shared_cached(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Like :meth:`cached`, but remembered across snapshots: only for answers that depend on nothing but rows
+        of the access kinds and ``key`` itself (a stale answer would outlive the snapshot that computed it)."""
+        shared = self.shared
+        if shared is None:
+            return self.cached(key, compute)
+        try:
+            value: T = shared[key]
+        except KeyError:
+            value = shared[key] = compute()
+        return value
+
+
+@dataclass(slots=True)
+class WriteContext(ReadContext):
+    """A write transaction; every row written through the single write path is recorded in ``changes``."""
+
+    txn: WriteTxn
+    changes: list[Change] = field(default_factory=list)
+
+    def cached(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Always ``compute()``: this transaction's own writes would make a remembered answer stale."""
+        return compute()
+
+    def shared_cached(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Always ``compute()``, as :meth:`cached`."""
+        return compute()

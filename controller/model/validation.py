@@ -24,7 +24,8 @@ import fastjsonschema
 import jsonschema
 
 from controller.errors import ApiError, field_cause, nested_cause
-from controller.model.spec import Field, Mode, Resource, Variant
+from controller.model.field import Field, Mode, Variant
+from controller.model.spec import Resource
 
 __all__ = ["FastCheck", "SchemaCheck", "fast_check", "field_schema", "request_schema", "schema_error", "select_variant",
            "validate_body", "validate_schema"]

@@ -16,7 +16,7 @@ from controller.access.grants import service_permissions_map
 from controller.clock import format_time
 from controller.data.listing import ListParams
 from controller.errors import ApiError, not_found
-from controller.model.context import ReadContext
+from controller.model.spec import ReadContext
 from controller.posture.queries import posture_queries
 from controller.resources.edge_sessions import session_edge_routers
 from controller.resources.service_configs import apply_service_configs, service_configs_changed_at, wanted_config_types

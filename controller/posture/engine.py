@@ -25,17 +25,17 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import trio
 
 from actors.lateness import LatenessRecorder
 from actors.live_actors import ActorRegistry, OneShot
-from controller.data.domain import Domain
+from controller.data.domain import Barrier, Domain
 from controller.errors import ApiError
 from controller.ids import new_id
-from controller.model.context import Change
+from controller.model.spec import Change
 from controller.posture import machine
 from controller.posture.machine import SessionRef, Transition
 from controller.posture.messages import (
@@ -65,6 +65,8 @@ from controller.posture.persistence import (
 )
 from controller.posture.plan import IdentityPlan, identity_plan
 from controller.posture.state import IdentityState, decode_state
+from controller.resources.identities import IDENTITIES
+from controller.resources.sessions import API_SESSIONS
 
 __all__ = ["PENDING_KIND", "STATE_KIND", "IdentityBehavior", "LiveIdentity", "PostureEngine", "record_mfa_removal"]
 
@@ -237,10 +239,19 @@ class IdentityBehavior:
 
 
 class PostureEngine:
-    """The identity actors of one controller, and what callers ask of them."""
+    """The identity actors of one controller, and what callers ask of them.
 
-    def __init__(self, domain: Domain, *, evaluate_posture: bool = True) -> None:
+    Args:
+        domain: the store the actors read and write through.
+        live_identities: the identities that hold API sessions now: those whose sessions a change of policies or
+            checks may revoke (``ApiSessions.identities``).
+        evaluate_posture: the global posture switch (:class:`IdentityBehavior`).
+    """
+
+    def __init__(self, domain: Domain, live_identities: Callable[[], Iterable[str]], *,
+                 evaluate_posture: bool = True) -> None:
         self.domain = domain
+        self._live_identities = live_identities
         self.lateness = LatenessRecorder()
         # Sessions revoked since start, by cause (machine.REVOKE_CAUSES), counted when decided: what monitoring reads.
         self.revocations = dict.fromkeys(machine.REVOKE_CAUSES, 0)
@@ -337,6 +348,34 @@ class PostureEngine:
             self.domain.post_write(flush, flush.finished)
         flush.writes.append(write)
 
+    @property
+    def watched_kinds(self) -> frozenset[str]:
+        """The kinds whose committed changes :meth:`changes_committed` must see."""
+        return self.domain.registry.access_kinds | {SESSIONS, IDENTITIES.kind, API_SESSIONS.kind}
+
+    def changes_committed(self, changes: list[Change]) -> Barrier | None:
+        """Keep the actors in step with a committed write (a listener of :meth:`Domain.subscribe` over
+        :attr:`watched_kinds`): sessions written by anyone, API sessions ended, identities whose roles changed or
+        that are gone, and policies or checks changed, after which every identity holding API sessions re-checks its
+        sessions. Returns a barrier when identities re-check: the write is answered once each of them has, durably
+        (the re-evaluation is queued before the barrier is awaited)."""
+        reevaluate: set[str] = set()
+        access_kinds = self.domain.registry.access_kinds
+        for change in changes:
+            if change.kind == SESSIONS:
+                self.sessions_changed(change)
+            elif change.kind == API_SESSIONS.kind:
+                identity_id = (change.before or {}).get("identityId")
+                if change.after is None and identity_id:
+                    self.api_session_ended(str(identity_id), change.id)
+            elif change.kind == IDENTITIES.kind:
+                if change.before is not None and (
+                        change.after is None or _access_fields(change.before) != _access_fields(change.after)):
+                    reevaluate.add(change.id)
+            elif change.kind in access_kinds:
+                reevaluate.update(self._live_identities())
+        return self.reevaluate(sorted(reevaluate)) if reevaluate else None
+
     def sessions_changed(self, change: Change) -> None:
         """A committed change of the sessions kind: keep the live identity's sessions in step (the actor's own
         grants and revocations come back here too, and change nothing twice)."""
@@ -354,3 +393,8 @@ class PostureEngine:
 
     async def _ask(self, identity_id: str, make: Callable[[OneShot[T]], IdentityMessage]) -> T:
         return await self.actors.ask(identity_id, make)
+
+
+def _access_fields(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The identity fields that decide which policies select it."""
+    return tuple(row.get("roleAttributes") or ()), row.get("isAdmin")

@@ -9,27 +9,39 @@ it is on disk.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from actors.lateness import DeadlineOutcome
+from actors.lateness import DeadlineOutcome, LatenessRecorder
 from actors.live_actors import OneShot
+from controller.data.domain import Domain
 from controller.data.write_path import create_row, delete_row
 from controller.errors import ApiError
-from controller.model.context import WriteContext
-from controller.posture.messages import WriteFailed
+from controller.model.spec import WriteContext
+from controller.posture.messages import IdentityMessage, WriteFailed
 from controller.posture.state import IdentityState, encode_state
 from storage.batch import Outcome
 
-if TYPE_CHECKING:
-    from controller.posture.engine import PostureEngine
-
-__all__ = ["PENDING_KIND", "SESSIONS", "STATE_KIND", "Flush", "StepWrite", "drop_state", "ignore_outcome",
-           "record_mfa_removal", "send_replies"]
+__all__ = ["PENDING_KIND", "SESSIONS", "STATE_KIND", "Flush", "StepWrite", "WriteOwner", "drop_state",
+           "ignore_outcome", "record_mfa_removal", "send_replies"]
 
 STATE_KIND = "posture-state"
 PENDING_KIND = "posture-pending"
 """Per identity: an MFA removal committed but not yet handled by its actor (see :func:`record_mfa_removal`)."""
 SESSIONS = "sessions"
+
+
+class WriteOwner(Protocol):
+    """What an identity's queued write reports back to: the posture engine
+    (:class:`controller.posture.engine.PostureEngine`)."""
+
+    @property
+    def domain(self) -> Domain: ...
+
+    @property
+    def lateness(self) -> LatenessRecorder: ...
+
+    def post(self, identity_id: str, message: IdentityMessage) -> None:
+        """Queue ``message`` for the identity's actor."""
 
 
 class Flush:
@@ -38,7 +50,7 @@ class Flush:
 
     __slots__ = ("begun", "engine", "writes")
 
-    def __init__(self, engine: PostureEngine) -> None:
+    def __init__(self, engine: WriteOwner) -> None:
         self.engine = engine
         self.writes: list[StepWrite] = []
         self.begun = False
@@ -64,7 +76,7 @@ class StepWrite:
     __slots__ = ("begun", "done", "engine", "gone", "grants", "key", "lateness", "pending_cleared", "replies",
                  "revoke", "settles", "state", "waiter")
 
-    def __init__(self, engine: PostureEngine, key: str) -> None:
+    def __init__(self, engine: WriteOwner, key: str) -> None:
         self.engine = engine
         self.key = key
         self.state: IdentityState | None = None

@@ -21,7 +21,7 @@ from typing import Any
 
 from controller.access.grants import access_digest, linking_policies, policy_checks, service_permissions_map
 from controller.access.policy_links import reachable, row, rows, selected_ids, selecting_policy_ids
-from controller.model.context import ReadContext
+from controller.model.spec import ReadContext
 from controller.posture.records import MfaState, PostureData, mfa_timeout
 from controller.posture.rules import PASS, TIMED_OUT, MfaRule, Rule, compile_rule, failure_entry
 from storage.store import Store

@@ -12,7 +12,7 @@ from typing import Any
 from controller.access.grants import policies_by_service, policy_checks
 from controller.clock import format_time, parse_time
 from controller.data.present import link
-from controller.model.context import ReadContext
+from controller.model.spec import ReadContext
 from controller.posture.plan import rule_of
 from controller.posture.records import MfaState, mfa_timeout, mfa_timeout_remaining
 from controller.posture.state import IdentityState

@@ -12,13 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cryptography import x509
+
+from controller.certificates.issuing import certificate_pem, fingerprint
+from controller.clock import format_time
 from controller.data.present import link
-from controller.model.context import ReadContext
-from controller.model.fields import string_field
-from controller.model.spec import CREATE_ONLY, Field, Hooks, Resource
+from controller.data.write_path import create_row
+from controller.model.field import CREATE_ONLY, Field, string_field
+from controller.model.spec import Hooks, ReadContext, Resource, WriteContext
 from storage.zitiql import FieldType
 
-__all__ = ["API_SESSION_CERTIFICATES", "CREATE_SCHEMA", "KIND", "PATH"]
+__all__ = ["API_SESSION_CERTIFICATES", "CREATE_SCHEMA", "KIND", "PATH", "record_session_certificate"]
 
 KIND = "api-session-certificates"
 """The storage kind of API-session certificates."""
@@ -56,3 +60,30 @@ API_SESSION_CERTIFICATES = Resource(
     # A certificate put out of force (an extended one) takes its API-session certificates with it.
     indexes=(("fingerprint",),),
 )
+
+
+def record_session_certificate(ctx: WriteContext, api_session_id: str, certificate: x509.Certificate) -> dict[str, Any]:
+    """Store ``certificate`` as one of an API session's certificates, in the caller's write.
+
+    Args:
+        ctx: the write; the API session's row must exist in it (it may have been created by the same write).
+        api_session_id: the session the certificate is bound to.
+        certificate: any X.509 certificate (issued by the controller or brought by the client).
+
+    Returns:
+        The stored row: ``apiSessionId``, ``subject`` (RFC 4514), ``fingerprint`` (hex SHA-1 of the DER),
+        ``validFrom`` / ``validTo`` (the certificate's notBefore / notAfter, formatted as every timestamp) and
+        ``certificate`` (PEM), besides the common fields.
+
+    Raises:
+        FieldError: 400 COULD_NOT_VALIDATE on ``apiSessionId`` when no such API session exists.
+    """
+    body = {
+        "apiSessionId": api_session_id,
+        "subject": certificate.subject.rfc4514_string(),
+        "fingerprint": fingerprint(certificate),
+        "validFrom": format_time(certificate.not_valid_before_utc.timestamp()),
+        "validTo": format_time(certificate.not_valid_after_utc.timestamp()),
+        "certificate": certificate_pem(certificate),
+    }
+    return create_row(ctx, ctx.registry[KIND], body, None)

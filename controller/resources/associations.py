@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller.access.policy_links import selected_ids, selecting_policy_ids
-from controller.model.context import ReadContext
-from controller.model.spec import Association
+from controller.model.spec import Association, ReadContext
 
 __all__ = ["ASSOCIATIONS"]
 

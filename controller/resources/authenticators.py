@@ -18,9 +18,8 @@ from controller.certificates.client_certificates import issuing_ca, network_issu
 from controller.certificates.issuing import fingerprint, load_certificates
 from controller.data.write_path import delete_row
 from controller.errors import ApiError, FieldError, field_cause
-from controller.model.context import ReadContext, WriteContext
-from controller.model.fields import string_field
-from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from controller.model.field import CREATE_ONLY, Field, Mode, string_field
+from controller.model.spec import Hooks, ReadContext, Resource, WriteContext
 from storage.zitiql import FieldType
 
 __all__ = ["AUTHENTICATORS", "METHODS", "PASSWORD", "USERNAME", "identity_authenticators"]

@@ -44,9 +44,18 @@ from controller.certificates.issuing import fingerprint, issued_by, load_certifi
 from controller.clock import format_time
 from controller.data.write_path import put_row
 from controller.errors import ApiError, FieldError, field_cause, nested_cause, not_found
-from controller.model.context import ReadContext, WriteContext
-from controller.model.fields import NAME, REQUIRED_CU, STRING_LIST, bool_field, object_field, string_field
-from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from controller.model.field import (
+    CREATE_ONLY,
+    NAME,
+    REQUIRED_CU,
+    STRING_LIST,
+    Field,
+    Mode,
+    bool_field,
+    object_field,
+    string_field,
+)
+from controller.model.spec import Hooks, ReadContext, Resource, WriteContext
 from controller.model.validation import SchemaCheck
 from storage.zitiql import FieldType
 

@@ -21,9 +21,8 @@ import referencing.exceptions
 
 from controller.clock import format_time
 from controller.errors import FieldError
-from controller.model.context import Change, WriteContext
-from controller.model.fields import NAME, REQUIRED_CU, object_field, string_field
-from controller.model.spec import CREATE_ONLY, Hooks, Mode, Resource
+from controller.model.field import CREATE_ONLY, NAME, REQUIRED_CU, Mode, object_field, string_field
+from controller.model.spec import Change, Hooks, Resource, WriteContext
 from controller.model.validation import validate_schema
 from storage.zitiql import FieldType, Symbol
 

@@ -9,9 +9,8 @@ import msgspec
 
 from controller.access.policy_links import rows, selecting_policy_ids
 from controller.data.present import entity_ref
-from controller.model.context import ReadContext
-from controller.model.fields import string_field, string_list
-from controller.model.spec import CREATE_ONLY, Hooks, Resource
+from controller.model.field import CREATE_ONLY, string_field, string_list
+from controller.model.spec import Hooks, ReadContext, Resource
 
 __all__ = ["SAME_REQUEST", "SESSIONS", "session_edge_routers"]
 

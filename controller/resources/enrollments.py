@@ -22,9 +22,8 @@ from controller.clock import format_time, parse_time
 from controller.data.present import entity_ref
 from controller.data.write_path import create_row, put_row
 from controller.errors import ApiError, field_cause, nested_cause, not_found
-from controller.model.context import EnrollmentSecrets, ReadContext, WriteContext
-from controller.model.fields import string_field
-from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from controller.model.field import CREATE_ONLY, Field, Mode, string_field
+from controller.model.spec import EnrollmentSecrets, Hooks, ReadContext, Resource, WriteContext
 from storage.zitiql import FieldType
 
 __all__ = [

@@ -8,17 +8,18 @@ from typing import Any
 from controller.clock import format_time
 from controller.data.present import entity_ref
 from controller.errors import ApiError, FieldError
-from controller.model.context import ReadContext, WriteContext
-from controller.model.fields import (
+from controller.model.field import (
     ATTRIBUTES,
     NAME,
     REQUIRED_CU,
+    Field,
+    Mode,
     bool_field,
     int_field,
     object_field,
     string_field,
 )
-from controller.model.spec import Field, Hooks, Mode, Resource
+from controller.model.spec import Hooks, ReadContext, Resource, WriteContext
 from controller.resources.authenticators import identity_authenticators
 from controller.resources.enrollments import IDENTITY_METHODS, identity_enrollments, request_enrollment
 from controller.resources.identity_trace import TRACE_FIELD

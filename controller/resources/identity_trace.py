@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from controller.clock import format_time
 from controller.data.write_path import put_row
 from controller.errors import ApiError, FieldError, field_cause, not_found
-from controller.model.context import WriteContext
-from controller.model.spec import Field, Mode
+from controller.model.field import Field, Mode
+from controller.model.spec import WriteContext
 from controller.model.validation import SchemaCheck
 
 if TYPE_CHECKING:

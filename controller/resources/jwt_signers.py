@@ -20,9 +20,8 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from controller.clock import format_time
 from controller.errors import ApiError, FieldError, field_cause
-from controller.model.context import ReadContext, WriteContext
-from controller.model.fields import NAME, REQUIRED_CU, bool_field, string_field
-from controller.model.spec import Field, Hooks, Mode, Resource
+from controller.model.field import NAME, REQUIRED_CU, Field, Mode, bool_field, string_field
+from controller.model.spec import Hooks, ReadContext, Resource, WriteContext
 from storage.zitiql import FieldType
 
 __all__ = ["EXTERNAL_JWT_SIGNERS"]

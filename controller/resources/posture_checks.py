@@ -8,9 +8,8 @@ from typing import Any
 
 from controller.check_types.bodies import OS_TYPES, apply_aliases, normalize_check
 from controller.errors import FieldError
-from controller.model.context import ReadContext, WriteContext
-from controller.model.fields import ATTRIBUTES, NAME, bool_field, int_field, string_field
-from controller.model.spec import Field, Hooks, Mode, Resource, Variant, Variants
+from controller.model.field import ATTRIBUTES, NAME, Field, Mode, Variant, Variants, bool_field, int_field, string_field
+from controller.model.spec import Hooks, ReadContext, Resource, WriteContext
 
 __all__ = ["POSTURE_CHECKS", "POSTURE_CHECK_TYPES", "TYPE_NAMES"]
 

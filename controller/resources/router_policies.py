@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.model.context import ReadContext
-from controller.model.fields import NAME, SEMANTIC, role_field
-from controller.model.spec import Hooks, Resource
+from controller.model.field import NAME, SEMANTIC, role_field
+from controller.model.spec import Hooks, ReadContext, Resource
 
 __all__ = ["EDGE_ROUTER_POLICIES", "SERVICE_EDGE_ROUTER_POLICIES"]
 

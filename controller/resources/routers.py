@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.model.context import ReadContext, WriteContext
-from controller.model.fields import ATTRIBUTES, COST, NAME, bool_field, object_field, string_field
-from controller.model.spec import AfterCreate, Field, Hooks, Mode, Present, Resource
+from controller.model.field import ATTRIBUTES, COST, NAME, Field, Mode, bool_field, object_field, string_field
+from controller.model.spec import AfterCreate, Hooks, Present, ReadContext, Resource, WriteContext
 from controller.resources.enrollments import ROUTER_KINDS, start_router_enrollment
 
 __all__ = ["EDGE_ROUTERS", "ROUTERS"]

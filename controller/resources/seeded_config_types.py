@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.data.write_path import create_row
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 
 __all__ = ["SEEDED_CONFIG_TYPES", "SEEDED_META", "seed_config_types"]
 

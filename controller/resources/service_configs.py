@@ -23,9 +23,8 @@ from controller.clock import format_time
 from controller.data.present import entity_ref
 from controller.data.write_path import create_row, delete_row, put_row
 from controller.errors import ApiError, FieldError, field_cause, not_found
-from controller.model.context import ReadContext, WriteContext
-from controller.model.fields import string_field
-from controller.model.spec import CREATE_ONLY, Field, Mode, Resource
+from controller.model.field import CREATE_ONLY, Field, Mode, string_field
+from controller.model.spec import ReadContext, Resource, WriteContext
 from controller.model.validation import SchemaCheck
 from storage.store import ReadTxn
 

@@ -5,19 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.model.context import ReadContext
-from controller.model.fields import (
+from controller.model.field import (
     ATTRIBUTES,
+    CREATE_ONLY,
     NAME,
     REQUIRED_CU,
     SEMANTIC,
+    Field,
+    Mode,
     bool_field,
     int_field,
     role_field,
     string_field,
     string_list,
 )
-from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from controller.model.spec import Hooks, ReadContext, Resource
 from controller.resources.configs import check_service_configs
 from storage.zitiql import FieldType, Symbol
 

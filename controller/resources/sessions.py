@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.model.context import ReadContext
-from controller.model.fields import NAME, REQUIRED_CU, bool_field, object_field, string_field, string_list
-from controller.model.spec import Field, Hooks, Mode, Resource
+from controller.model.field import NAME, REQUIRED_CU, Field, Mode, bool_field, object_field, string_field, string_list
+from controller.model.spec import Hooks, ReadContext, Resource
 
 __all__ = ["API_SESSIONS", "AUTH_POLICIES", "DEFAULT_AUTH_POLICY"]
 

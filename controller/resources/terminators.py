@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.errors import FieldError
-from controller.model.context import ReadContext
-from controller.model.fields import PRECEDENCE, REQUIRED_CU, int_field, string_field
-from controller.model.spec import CREATE_ONLY, Field, Hooks, Mode, Resource
+from controller.model.field import CREATE_ONLY, PRECEDENCE, REQUIRED_CU, Field, Mode, int_field, string_field
+from controller.model.spec import Hooks, ReadContext, Resource
 
 __all__ = ["TERMINATORS"]
 

@@ -18,7 +18,7 @@ from controller.authentication.api_sessions import KIND as API_SESSIONS
 from controller.authentication.api_sessions import TOKEN_DIGEST, token_digest
 from controller.certificates.pki import write_private_file
 from controller.data.write_path import create_row
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 from controller.resources.seeded_config_types import seed_config_types
 from controller.resources.sessions import DEFAULT_AUTH_POLICY
 from controller.runtime.composition import Controller
@@ -52,8 +52,8 @@ def _digest_stored_tokens(ctx: WriteContext) -> None:
 async def bootstrap(controller: Controller) -> BootstrapResult:
     """Create what a new database needs; a no-op on a database that has it."""
     settings = controller.settings
-    with controller.store.read() as txn:
-        needs_admin = txn.meta("defaultAdminId") is None
+    with controller.domain.read() as ctx:
+        needs_admin = ctx.txn.meta("defaultAdminId") is None
     generated = None
     password_hash = None
     if needs_admin:

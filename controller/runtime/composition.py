@@ -1,15 +1,19 @@
-"""The composition root's objects: everything a request handler may reach, built once from :class:`Settings`."""
+"""The composition root: every part of a running controller, each built once, here, from what it uses.
+
+:meth:`Controller.open` constructs the parts in the order they depend on each other and hands each the narrow
+parts it needs; nothing is wired into a part after it is built but the change listeners each part registers for
+the kinds it keeps derived state about. :mod:`controller.runtime.task_tree` starts their services.
+"""
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
 
 from controller.authentication import (
-    API_SESSIONS,
     ApiSessions,
     EnrollmentJwts,
     GuessThrottles,
@@ -18,53 +22,67 @@ from controller.authentication import (
     PasswordHashing,
     load_token_key,
 )
+from controller.authentication.parts import LoginFailures, UncountedLoginFailures
 from controller.certificates import Issuer, Pki, TlsContexts, TokenSigner, ensure_pki
 from controller.clock import Clock
-from controller.data.domain import Barrier, Domain
+from controller.data.domain import Domain
 from controller.data.group_commit import Writer
 from controller.maintenance.operations import DatabaseOperations
-from controller.model.context import Change, Environment
 from controller.model.registry import Registry
+from controller.model.spec import Change, Environment
 from controller.posture.engine import PostureEngine
+from controller.resources.cas import CAS
 from controller.resources.catalog import build_registry
+from controller.resources.identities import IDENTITIES
+from controller.resources.sessions import API_SESSIONS
+from controller.runtime.metrics import Metrics
 from controller.runtime.settings import Settings
 from storage.store import Store
-
-if TYPE_CHECKING:
-    from controller.runtime.metrics import Metrics
 
 __all__ = ["VERSION", "Controller"]
 
 VERSION = "0.1.0"
 
 
-@dataclass
+@dataclass(eq=False)
 class Controller:
-    """The running controller's parts. ``main.run`` starts their services in its task tree."""
+    """The running controller's parts, built by :meth:`open`; :mod:`controller.runtime.task_tree` starts their
+    services.
+
+    Every field is set when the controller is built. ``pki`` alone changes while it runs: the server certificate's
+    renewal (:func:`controller.runtime.certificate_renewal.renew_server_certificate`) replaces it.
+
+    Attributes:
+        metrics: the controller's metrics when ``settings.metrics_address`` asks for them, else None.
+        login_failures: where refused logins are counted (the metrics, or nowhere).
+        instance_id: this process's id, sent to clients in the ``ziti-instance-id`` header.
+    """
 
     settings: Settings
+    clock: Clock
+    registry: Registry
     store: Store
     writer: Writer
-    registry: Registry
     domain: Domain
+    hashing: PasswordHashing
     sessions: ApiSessions
-    clock: Clock
     engine: PostureEngine
-    mfa: MfaService = field(init=False)
-    hashing: PasswordHashing = field(init=False)
-    throttles: GuessThrottles = field(init=False)
-    pki: Pki = field(init=False)
-    issuer: Issuer = field(init=False)
-    jwts: EnrollmentJwts = field(init=False)
-    tls: TlsContexts = field(init=False)
-    jwks: JwksCache = field(init=False)
-    database: DatabaseOperations = field(init=False)
+    throttles: GuessThrottles
+    mfa: MfaService
+    pki: Pki
+    issuer: Issuer
+    jwts: EnrollmentJwts
+    tls: TlsContexts
+    jwks: JwksCache
+    database: DatabaseOperations
+    metrics: Metrics | None
+    login_failures: LoginFailures
     instance_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    metrics: Metrics | None = None  # see controller.runtime.metrics.attach_metrics
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock | None = None) -> Controller:
-        """Open (or create) the data directory. Call inside ``trio.run``; services are started by ``main``."""
+        """Open (or create) the data directory and build every part. Call inside ``trio.run``; the task tree starts
+        the services."""
         clock = clock or Clock()
         registry = build_registry()
         # The data directory holds the store, the PKI and the admin's credentials: private to this user.
@@ -83,65 +101,50 @@ class Controller:
         except BaseException:
             store.close()
             raise
-        writer = Writer(store, in_thread=settings.worker_threads)
-        domain = Domain(store, writer, registry, clock)
-        sessions = ApiSessions(domain, settings.effective_session_timeout)
+        metrics = Metrics() if settings.metrics_address is not None else None
+        writer = Writer(store, in_thread=settings.worker_threads,
+                        observe_batch=metrics.batch_committed if metrics is not None else None)
         hashing = PasswordHashing(in_thread=settings.worker_threads, max_concurrent=settings.max_concurrent_hashes)
-        domain.hash_secret = hashing.hash
-        engine = PostureEngine(domain, evaluate_posture=settings.evaluate_posture)
-        controller = cls(settings, store, writer, registry, domain, sessions, clock, engine)
-        controller.mfa = MfaService(controller)
-        controller.hashing = hashing
-        controller.throttles = GuessThrottles()
-        controller.pki = pki
-        controller.issuer = issuer
-        controller.jwts = jwts
-        controller.jwks = JwksCache()
-        controller.database = DatabaseOperations(domain, store_path, in_thread=settings.worker_threads)
-        domain.env = Environment(network_ca_pem=pki.ca_pem, enrollments=jwts)
-        controller.tls = TlsContexts(pki.ca_pem.decode("ascii"))
-        with store.read() as txn:
+        domain = Domain(store, writer, registry, clock, env=Environment(network_ca_pem=pki.ca_pem, enrollments=jwts),
+                        hash_secret=hashing.hash)
+        sessions = ApiSessions(domain, settings.effective_session_timeout)
+        engine = PostureEngine(domain, sessions.identities, evaluate_posture=settings.evaluate_posture)
+        throttles = GuessThrottles()
+        login_failures: LoginFailures = metrics if metrics is not None else UncountedLoginFailures()
+        tls = TlsContexts(pki.ca_pem.decode("ascii"))
+        with domain.read() as ctx:
             # Every CA a client certificate may come from; whether it may enrol or log in is decided per request.
-            for ca in txn.scan("cas", frozenset({"certPem"})):
-                controller.tls.add_ca(str(ca["certPem"]))
-        domain.subscribe(controller._on_changes)
+            for ca in ctx.txn.scan(CAS.kind, frozenset({"certPem"})):
+                tls.add_ca(str(ca["certPem"]))
+        # Listeners in this order: a deleted API session's token is refused before its identity's actor hears of it.
+        domain.subscribe(_trust_new_cas(tls), (CAS.kind,))
+        domain.subscribe(sessions.changes_committed, (API_SESSIONS.kind,))
+        domain.subscribe(engine.changes_committed, engine.watched_kinds)
+        if metrics is not None:
+            metrics.collect_from(engine, sessions)
         sessions.restore()
-        return controller
-
-    def _on_changes(self, changes: list[Change]) -> Barrier | None:
-        """Tell the parts that keep derived state about committed writes.
-
-        Returns a barrier when identities must re-evaluate their sessions: the write that caused it is answered only
-        once each of those identities has done so (its re-evaluation is queued before the barrier's read).
-        """
-        reevaluate: set[str] = set()
-        for change in changes:
-            if change.kind == "cas" and change.before is None and change.after is not None:
-                self.tls.add_ca(str(change.after["certPem"]))
-            elif change.kind == API_SESSIONS and change.after is None:
-                self.sessions.forget(change.id)
-                identity_id = (change.before or {}).get("identityId")
-                if identity_id:
-                    self.engine.api_session_ended(str(identity_id), change.id)
-            elif change.kind == "sessions":
-                self.engine.sessions_changed(change)
-            elif change.kind == "identities" and change.before is not None and (
-                    change.after is None or _access_fields(change.before) != _access_fields(change.after)):
-                reevaluate.add(change.id)
-            elif change.kind in self.registry.access_kinds:
-                # Policies or checks changed: every identity that can hold sessions re-checks them now.
-                reevaluate.update(self.sessions.identities())
-        return self.engine.reevaluate(sorted(reevaluate)) if reevaluate else None
+        return cls(settings=settings, clock=clock, registry=registry, store=store, writer=writer, domain=domain,
+                   hashing=hashing, sessions=sessions, engine=engine, throttles=throttles,
+                   mfa=MfaService(domain, sessions, engine, throttles, login_failures), pki=pki, issuer=issuer,
+                   jwts=jwts, tls=tls, jwks=JwksCache(),
+                   database=DatabaseOperations(domain, store_path, in_thread=settings.worker_threads),
+                   metrics=metrics, login_failures=login_failures)
 
     def is_admin(self, identity_id: str) -> bool:
-        with self.store.read() as txn:
-            row = txn.get("identities", identity_id)
+        with self.domain.read() as ctx:
+            row = ctx.txn.get(IDENTITIES.kind, identity_id)
         return bool(row and row.get("isAdmin"))
 
     def close(self) -> None:
         self.store.close()
 
 
-def _access_fields(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The identity fields that decide which policies select it."""
-    return tuple(row.get("roleAttributes") or ()), row.get("isAdmin")
+def _trust_new_cas(tls: TlsContexts) -> Callable[[list[Change]], None]:
+    """The listener that makes every CA created from now on one whose client certificates TLS accepts (whether one
+    may enrol or log in is decided per request)."""
+    def listener(changes: list[Change]) -> None:
+        for change in changes:
+            if change.before is None and change.after is not None:
+                tls.add_ca(str(change.after["certPem"]))
+
+    return listener

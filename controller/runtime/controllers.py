@@ -16,7 +16,7 @@ from controller.clock import format_time
 from controller.data.listing import ListParams, list_values
 from controller.data.present import link
 from controller.ids import new_id
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 from controller.runtime.composition import Controller
 from storage.zitiql import FieldType, Symbol
 
@@ -56,8 +56,8 @@ def record_controller_start(ctx: WriteContext) -> None:
 
 
 def _detail(controller: Controller, api: str) -> dict[str, Any]:
-    with controller.store.read() as txn:
-        record = txn.meta(_META_KEY)
+    with controller.domain.read() as ctx:
+        record = ctx.txn.meta(_META_KEY)
     if record is None:
         raise LookupError("the controller record is missing: bootstrap has not run on this data directory")
     address = controller.jwts.address

@@ -10,28 +10,26 @@ histogram) is read by :class:`_ControllerCollector` at scrape time: no gauge is 
 polls.
 
 Each controller gets its own :class:`prometheus_client.CollectorRegistry` (never the process-wide default one: a test
-process runs many controllers). :func:`attach_metrics` builds it and hangs it on the controller (``controller.metrics``)
-where the request layer and the login paths find it with :func:`metrics_of`; a controller without metrics (no
-``--metrics-address``) pays one attribute read per login failure and nothing per request.
+process runs many controllers). The composition root builds :class:`Metrics` when ``--metrics-address`` asks for them
+and hands it to what reports to it: the writer (each group commit), the logins (each refusal) and the request layer
+(each answer); a controller without metrics builds none and pays nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from actors.lateness import LatenessHistogram
+from controller.authentication.api_sessions import ApiSessions
+from controller.posture.engine import PostureEngine
 from controller.posture.machine import REVOKE_CAUSES
 
-if TYPE_CHECKING:
-    from controller.runtime.composition import Controller
-
-__all__ = ["LOGIN_METHODS", "METRICS_PATH", "UNMATCHED_ROUTE", "Metrics", "attach_metrics", "metrics_of",
-           "note_login_failure"]
+__all__ = ["LOGIN_METHODS", "METRICS_PATH", "UNMATCHED_ROUTE", "Metrics"]
 
 METRICS_PATH = "/metrics"
 """Where the metrics listener serves the exposition."""
@@ -50,10 +48,8 @@ _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 class Metrics:
-    """The metrics of one controller.
-
-    Args:
-        controller: whose parts the collector reads at scrape time (its posture engine, scheduler and API sessions).
+    """The metrics of one controller: the instruments events update, and (once :meth:`collect_from` names them)
+    the parts read at scrape time.
 
     Attributes:
         registry: every metric of this controller; what ``GET /metrics`` exposes.
@@ -61,7 +57,7 @@ class Metrics:
             controller; None before.
     """
 
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.url: str | None = None
         self._requests = Counter("tollgate_http_requests", "HTTP requests answered, by route template, method and "
@@ -79,7 +75,11 @@ class Metrics:
                                        buckets=_BATCH_BUCKETS, registry=self.registry)
         # The children of each label set, made once: labels() takes a lock and checks its arguments every time.
         self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
-        self.registry.register(_ControllerCollector(controller))
+
+    def collect_from(self, engine: PostureEngine, sessions: ApiSessions) -> None:
+        """Read, at each scrape, what ``engine`` (its actors, deadline scheduler, lateness and revocations) and
+        ``sessions`` hold. Call once."""
+        self.registry.register(_ControllerCollector(engine, sessions))
 
     def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
         """Count one answered request. ``route`` is the matched rule (``/edge/management/v1/identities/<id>``), None
@@ -103,34 +103,13 @@ class Metrics:
         self._batch_writes.observe(writes)
 
 
-def attach_metrics(controller: Controller) -> Metrics:
-    """Give ``controller`` its metrics: build them, observe the writer's commits, and make them what
-    :func:`metrics_of` returns. Call once, before the application is built (it looks them up then)."""
-    metrics = Metrics(controller)
-    controller.writer.observe_batch = metrics.batch_committed
-    controller.metrics = metrics
-    return metrics
-
-
-def metrics_of(controller: Controller) -> Metrics | None:
-    """The metrics :func:`attach_metrics` gave ``controller``; None when it has none."""
-    return controller.metrics
-
-
-def note_login_failure(controller: Controller, method: str, code: str) -> None:
-    """Count a refused login on ``controller``'s metrics, if it has any (:meth:`Metrics.login_failed`)."""
-    metrics = metrics_of(controller)
-    if metrics is not None:
-        metrics.login_failed(method, code)
-
-
 class _ControllerCollector:
     """Reads, at each scrape, what the controller's parts hold and count: the identity actors, the deadline
     scheduler, the deadlines' lateness, the revocations and the API sessions."""
 
-    def __init__(self, controller: Controller) -> None:
-        self._engine = controller.engine
-        self._sessions = controller.sessions
+    def __init__(self, engine: PostureEngine, sessions: ApiSessions) -> None:
+        self._engine = engine
+        self._sessions = sessions
 
     def collect(self) -> Iterator[Metric]:
         engine = self._engine

@@ -1,10 +1,12 @@
-"""The whole task tree of a running controller, in one function.
+"""The whole task tree of a running controller, in one function, and the one order its services start in.
 
-``run(settings)`` opens the data directory, bootstraps a new database, starts the writer and the API-session expiry
-service, then serves both APIs (``web/server.py``, hypercorn's worker with client certificates), and the metrics
-listener when ``settings.metrics_address`` asks for one (``web/metrics_app.py``), until SIGINT or SIGTERM. On a
-signal the listeners stop accepting, let in-flight requests finish, and only then are the services cancelled: the
-writer finishes any batch it holds, so every acknowledged write is on disk.
+:func:`start_services` starts a controller's services in the order they depend on each other (every caller that
+runs a controller, the benchmarks and the tests included, starts them through it). ``run(settings)`` opens the data
+directory, starts the services (bootstrapping a new database), then serves both APIs (``web/server.py``, hypercorn's
+worker with client certificates), and the metrics listener when ``settings.metrics_address`` asks for one
+(``web/metrics_app.py``), until SIGINT or SIGTERM. On a signal the listeners stop accepting, let in-flight requests
+finish, and only then are the services cancelled: the writer finishes any batch it holds, so every acknowledged write is
+on disk.
 """
 
 from __future__ import annotations
@@ -21,14 +23,17 @@ import trio
 from hypercorn.config import Config
 
 from controller.certificates import Pki
-from controller.certificates.renewal import renew_server_certificate
 from controller.runtime import memory
-from controller.runtime.bootstrap import bootstrap
+from controller.runtime.bootstrap import BootstrapResult, bootstrap
+from controller.runtime.certificate_renewal import renew_server_certificate
 from controller.runtime.composition import Controller
-from controller.runtime.metrics import METRICS_PATH, Metrics, attach_metrics
+from controller.runtime.metrics import METRICS_PATH, Metrics
 from controller.runtime.settings import Settings
+from web.app import create_app
+from web.metrics_app import serve_metrics
+from web.server import serve
 
-__all__ = ["hypercorn_config", "run", "serve_controller"]
+__all__ = ["hypercorn_config", "run", "serve_controller", "start_services"]
 
 log = logging.getLogger("tollgate")
 
@@ -72,6 +77,20 @@ def _signal_trigger() -> Iterator[Callable[[], Awaitable[None]]]:
         yield _wait_for_signal
 
 
+async def start_services(controller: Controller, nursery: trio.Nursery) -> BootstrapResult:
+    """Start every service of ``controller`` in ``nursery`` (cancel it to stop them), in the order they need each
+    other: the writer (every write goes through it), the posture engine (it re-arms every persisted deadline),
+    bootstrap (a new data directory's first rows; every start records itself), API-session expiry, the database
+    operations and the server certificate's renewal. Returns what bootstrap did."""
+    await nursery.start(controller.writer.run)
+    await nursery.start(controller.engine.run)
+    result = await bootstrap(controller)
+    await nursery.start(controller.sessions.run)
+    await nursery.start(controller.database.run)
+    await nursery.start(renew_server_certificate, controller)
+    return result
+
+
 async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller, list[str]], None] | None = None,
                            shutdown_trigger: Callable[..., Awaitable[None]] | None = None) -> None:
     """Run the controller until ``shutdown_trigger`` returns (default: SIGINT or SIGTERM).
@@ -79,37 +98,28 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
     ``on_ready(controller, urls)`` is called once both APIs accept connections, with the bound base URLs (the real
     port when ``settings.port`` is 0); without it the URLs are printed. With TLS, clients may present a certificate
     from a CA of ``controller.tls``. With ``settings.metrics_address``, the metrics listener is up by then too, at
-    ``metrics_of(controller).url`` (:func:`controller.runtime.metrics.metrics_of`; printed without ``on_ready``). On
-    shutdown the listeners stop accepting, let in-flight requests finish (up to their graceful timeout), then the API
-    sessions' activity is persisted and the services stop; every write acknowledged to a client is on disk by then.
+    ``controller.metrics.url`` (printed without ``on_ready``). On shutdown the listeners stop accepting, let in-flight
+    requests finish (up to their graceful timeout), then the API sessions' activity is persisted and the services
+    stop; every write acknowledged to a client is on disk by then.
     """
-    from web.app import create_app
-
     controller = Controller.open(settings)
-    # Before the services start, so that they count from the first commit (and before the application, which looks
-    # them up as it is built).
-    metrics = attach_metrics(controller) if settings.metrics_address is not None else None
     pki = controller.pki if settings.tls else None
     try:
         with memory.runtime_policy():
             async with trio.open_nursery() as services:
-                await services.start(controller.writer.run)
-                await services.start(controller.engine.run)
-                result = await bootstrap(controller)
+                result = await start_services(controller, services)
                 if result.generated_password is not None:
                     print(f"Created the default admin '{result.username}' with password: "
                           f"{result.generated_password}", flush=True)
                     print(f"  (also written to {settings.data_dir / 'admin-credentials'})", flush=True)
-                await services.start(controller.sessions.run)
-                await services.start(controller.database.run)
-                await services.start(renew_server_certificate, controller)
                 app = create_app(controller)
                 # Everything restored so far lives as long as the process: freeze it before serving
                 # (controller/runtime/memory.py).
                 memory.settle()
                 with ExitStack() as stack:
                     trigger = shutdown_trigger or stack.enter_context(_signal_trigger())
-                    await _serve(controller, app, hypercorn_config(settings, pki), trigger, on_ready, metrics)
+                    await _serve(controller, app, hypercorn_config(settings, pki), trigger, on_ready,
+                                 controller.metrics)
                 # The server has returned: no request is in flight; persist what only memory holds, then stop.
                 await controller.sessions.flush()
                 services.cancel_scope.cancel()
@@ -123,9 +133,6 @@ async def _serve(controller: Controller, app: Any, config: Config,
                  on_ready: Callable[[Controller, list[str]], None] | None, metrics: Metrics | None) -> None:
     """Serve ``app``, and ``metrics`` when given, until ``trigger`` returns and every in-flight request of either
     listener has finished."""
-    from web.metrics_app import serve_metrics
-    from web.server import serve
-
     pki = controller.pki if controller.settings.tls else None
     stopping = trio.Event()
 

@@ -19,8 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from controller.admin.admin_client import AdminClient, AdminError
 from controller.admin.exits import ExitCode
 from controller.admin.login_verbs import fingerprint
-from controller.admin.verbs import cli
-from controller.cli import main
+from controller.cli import cli, main
 from tests.admin.conftest import Cli, rows_of
 from tests.certificates import Authority, csr_pem, new_key
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME

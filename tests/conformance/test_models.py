@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
-from controller.model.spec import Mode, Resource, Variant
+from controller.model.field import Mode, Variant
+from controller.model.spec import Resource
 from controller.model.validation import request_schema
 from tests.conformance import oracle
 

@@ -33,7 +33,7 @@ from trio.testing import MockClock
 
 from controller.certificates.issuing import BACKDATE, fingerprint
 from controller.certificates.pki import RENEW_BEFORE
-from controller.certificates.renewal import RETRY_SECONDS, renew_at
+from controller.runtime.certificate_renewal import RETRY_SECONDS, renew_at
 from controller.runtime.composition import Controller
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_settings, seed_pki, virtual_time_stands_still
 from tests.support import serving as serving_controller

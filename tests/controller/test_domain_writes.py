@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from controller.errors import ApiError
-from controller.model.context import Change, WriteContext
+from controller.model.spec import Change, WriteContext
 from controller.posture.engine import STATE_KIND
 from controller.runtime.composition import Controller
 

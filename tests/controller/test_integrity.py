@@ -27,7 +27,7 @@ from controller.maintenance.integrity import (
     check_chunk,
     repair,
 )
-from controller.model.context import ReadContext, WriteContext
+from controller.model.spec import ReadContext, WriteContext
 from controller.posture.engine import STATE_KIND
 from controller.posture.state import IdentityState, encode_state
 from controller.resources.catalog import build_registry

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.model.spec import Mode
+from controller.model.field import Mode
 from controller.resources.catalog import RESOURCES
 from controller.runtime.composition import Controller
 from web.app import create_app

@@ -11,7 +11,7 @@ import trio
 from controller.clock import Clock, format_time
 from controller.data.write_path import create_row
 from controller.errors import ApiError
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 from controller.posture.messages import MfaPassed, PostureReported
 from controller.runtime.composition import Controller
 from tests.support import make_settings, start_controller

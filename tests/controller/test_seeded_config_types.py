@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from controller.errors import ApiError
-from controller.model.spec import Mode
+from controller.model.field import Mode
 from controller.resources.seeded_config_types import SEEDED_CONFIG_TYPES
 from controller.runtime.composition import Controller
 from tests.support import running

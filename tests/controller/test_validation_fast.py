@@ -20,7 +20,8 @@ import pytest
 from controller.authentication import DISABLE_SCHEMA, MFA_CODE_SCHEMA
 from controller.errors import ApiError
 from controller.model import validation
-from controller.model.spec import Mode, Resource, Variant
+from controller.model.field import Mode, Variant
+from controller.model.spec import Resource
 from controller.model.validation import FastCheck, fast_check, request_schema, validate_body, validate_schema
 from controller.resources.catalog import RESOURCES
 

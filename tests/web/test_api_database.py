@@ -35,7 +35,6 @@ EMPTY: dict[str, Any] = {"data": {}, "meta": {}}
 @pytest.fixture
 async def controller(tmp_path: Path, nursery: trio.Nursery, autojump_clock: MockClock) -> AsyncIterator[Controller]:
     started = await start_controller(make_settings(tmp_path), nursery, Clock(wall_base=EPOCH))
-    await nursery.start(started.database.run)
     yield started
 
 
@@ -93,7 +92,6 @@ async def test_a_snapshot_is_a_readable_private_copy_of_the_store(admin: Api, co
 async def test_with_worker_threads_the_copy_and_the_repairs_run_off_the_event_loop(tmp_path: Path,
                                                                                    nursery: trio.Nursery) -> None:
     controller = await start_controller(make_settings(tmp_path, worker_threads=True), nursery)
-    await nursery.start(controller.database.run)
     admin = await Api(create_app(controller), controller=controller).login(ADMIN_USERNAME, ADMIN_PASSWORD)
     await _orphans(controller, 3)
 
@@ -185,7 +183,6 @@ async def test_one_run_at_a_time(tmp_path: Path, nursery: trio.Nursery, autojump
         refused = await admin.post(path)
         assert refused.status == 429 and refused.error["code"] == "RATE_LIMITED", path
 
-    await nursery.start(controller.database.run)
     done = await _finished(admin)
     assert done.data["fixingErrors"] is True and done.data["results"] == []
     assert (await admin.post("/database/check-data-integrity")).status == 202

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from controller.model.spec import Mode, Resource
+from controller.model.field import Mode
+from controller.model.spec import Resource
 from controller.resources.catalog import RESOURCES
 from tests.support import Api
 from tests.web.crud_bodies import (

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import trio
 
-from controller.model.spec import Mode, Resource
+from controller.model.field import Mode
+from controller.model.spec import Resource
 from storage.zitiql import MAX_FILTER_DEPTH
 from tests.support import Api, make_user
 from tests.web.crud_bodies import all_rows, discriminated, kinds, minimal_body, variant_fields

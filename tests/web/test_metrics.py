@@ -25,7 +25,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from trio.testing import MockClock
 
 from controller.runtime.composition import Controller
-from controller.runtime.metrics import metrics_of
 from tests.support import (
     ADMIN_PASSWORD,
     ADMIN_USERNAME,
@@ -64,7 +63,7 @@ async def serving(data_dir: Path, **overrides: Any) -> AsyncIterator[Served]:
     """Run ``serve_controller`` on a free loopback port (plain HTTP) until the block ends, then shut it down."""
     seed_pki(data_dir)
     async with serving_controller(make_settings(data_dir, host="127.0.0.1", port=0, **overrides)) as (controller, urls):
-        metrics = metrics_of(controller)
+        metrics = controller.metrics
         yield Served(controller, urls[0], metrics.url if metrics is not None else None)
 
 
@@ -247,5 +246,5 @@ async def test_the_metrics_listener_serves_only_metrics(tmp_path: Path) -> None:
 
 async def test_without_a_metrics_address_no_listener_is_opened(tmp_path: Path) -> None:
     async with serving(tmp_path) as served:
-        assert served.metrics_url is None and metrics_of(served.controller) is None
+        assert served.metrics_url is None and served.controller.metrics is None
         assert listening_ports() == {served.port}

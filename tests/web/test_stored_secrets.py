@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 
 from controller.authentication.api_sessions import KIND, TOKEN_DIGEST, token_digest
-from controller.model.context import WriteContext
+from controller.model.spec import WriteContext
 from controller.runtime.bootstrap import bootstrap
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, running
 from web.app import create_app

@@ -12,12 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from typing import Any
 
 import trio
 
 from controller.certificates.pki import RENEW_BEFORE, ensure_pki
 from controller.certificates.signing import TokenSigner
+from controller.runtime.composition import Controller
 
 __all__ = ["RETRY_SECONDS", "renew_at", "renew_server_certificate"]
 
@@ -27,13 +27,13 @@ RETRY_SECONDS = 86_400.0
 log = logging.getLogger("tollgate")
 
 
-def renew_at(controller: Any) -> float:
+def renew_at(controller: Controller) -> float:
     """The wall-clock instant (epoch seconds) at which the current server certificate is renewed."""
     expires = controller.pki.server_cert.not_valid_after_utc
     return float((expires - RENEW_BEFORE).timestamp())
 
 
-async def renew_server_certificate(controller: Any, *,
+async def renew_server_certificate(controller: Controller, *,
                                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Renew the server certificate each time it comes within ``RENEW_BEFORE`` of its expiry, until cancelled.
 
