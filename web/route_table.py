@@ -17,7 +17,7 @@ from quart import Blueprint, Response
 from controller.runtime.composition import Controller
 from web.guards import Access, admit
 
-__all__ = ["Handler", "RouteInfo", "Routes"]
+__all__ = ["Handler", "RouteGroup", "RouteInfo", "Routes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +99,30 @@ class Routes(list[RouteInfo]):
         rule = info.path.replace("{", "<").replace("}", ">")
         bp.add_url_rule(rule, endpoint=info.operation_id, view_func=guarded, methods=[info.method])
         self.append(info)
+
+
+class RouteGroup:
+    """The operations of one route group on one API, each added with the one signature of :meth:`add`.
+
+    Args:
+        routes: the table the operations go into.
+        bp: the blueprint of the API (its base path).
+        api: ``"management"`` or ``"client"``.
+        tag: the OpenAPI tag of the group's operations, unless one says otherwise.
+        access: who may call the group's operations, unless one says otherwise.
+    """
+
+    def __init__(self, routes: Routes, bp: Blueprint, api: str, *, tag: str, access: Access) -> None:
+        self._routes = routes
+        self._bp = bp
+        self.api = api
+        self._tag = tag
+        self._access = access
+
+    def add(self, method: str, path: str, operation_id: str, handler: Handler, *, tag: str | None = None,
+            access: Access | None = None, **details: Any) -> None:
+        """Serve ``handler`` for ``method`` on ``path`` (relative to the API's base, ``{name}`` for path values) as
+        the operation ``operation_id``; ``details`` are the other :class:`RouteInfo` fields (its summary, body and
+        answer schemas, query parameters...)."""
+        self._routes.add(self._bp, RouteInfo(self.api, method, path, operation_id, tag or self._tag,
+                                             access=access or self._access, **details), handler)

@@ -22,13 +22,13 @@ from controller.authentication.own_authenticators import (
     verify_extension,
 )
 from controller.errors import not_found
-from controller.model.spec import Mode
+from controller.model.field import Mode
 from controller.runtime.composition import Controller
 from web.client_certs import client_certificate
 from web.envelope import empty, ok
 from web.guards import Access, current_session
 from web.request import list_params, read_json
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -43,12 +43,6 @@ def _own_links(item: dict[str, Any]) -> dict[str, Any]:
 
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
     """Add the caller's authenticator operations of ``api`` to ``bp``."""
-    def add(method: str, path: str, operation_id: str, handler: Any, **details: Any) -> None:
-        tag = "Extend Enrollment" if "extend" in path else "Current API Session"
-        routes.add(bp, RouteInfo(api, method, f"/{_BASE}{path}", operation_id, tag, access=Access.SESSION,
-                                 **details),
-                   handler)
-
     async def list_own() -> Response:
         session = current_session()
         ids = own_authenticator_ids(controller, session.identity_id)
@@ -77,15 +71,21 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         await verify_extension(controller, session.identity_id, id, await read_json("extend"), session.id)
         return empty()
 
-    add("GET", "", "listCurrentIdentityAuthenticators", list_own, paged=True,
-        summary="The caller's authenticators")
-    add("GET", "/{id}", "detailCurrentIdentityAuthenticator", detail_own, summary="One of the caller's authenticators")
+    group = RouteGroup(routes, bp, api, tag="Current API Session", access=Access.SESSION)
+    base = f"/{_BASE}"
+    group.add("GET", base, "listCurrentIdentityAuthenticators", list_own, paged=True,
+              summary="The caller's authenticators")
+    group.add("GET", f"{base}/{{id}}", "detailCurrentIdentityAuthenticator", detail_own,
+              summary="One of the caller's authenticators")
     # 409: not an authenticator of the method the operation changes; 429: the passwords wait to be hashed.
-    add("PUT", "/{id}", "updateCurrentIdentityAuthenticator", update_own, body=OWN_UPDATE_SCHEMA,
-        summary="Change the caller's username and password, given the current password", errors=(409, 429))
-    add("PATCH", "/{id}", "patchCurrentIdentityAuthenticator", update_own, body=OWN_PATCH_SCHEMA,
-        summary="Change the caller's username or password, given the current password", errors=(409, 429))
-    add("POST", "/{id}/extend", "extendCurrentIdentityAuthenticator", extend, body=EXTEND_SCHEMA, data=_EXTENDED,
-        summary="A new certificate for the caller's certificate authenticator, pending verification", errors=(409,))
-    add("POST", "/{id}/extend-verify", "extendVerifyCurrentIdentityAuthenticator", extend_verify,
-        body=EXTEND_VERIFY_SCHEMA, summary="Put the extended certificate in force", errors=(409,))
+    group.add("PUT", f"{base}/{{id}}", "updateCurrentIdentityAuthenticator", update_own, body=OWN_UPDATE_SCHEMA,
+              summary="Change the caller's username and password, given the current password", errors=(409, 429))
+    group.add("PATCH", f"{base}/{{id}}", "patchCurrentIdentityAuthenticator", update_own, body=OWN_PATCH_SCHEMA,
+              summary="Change the caller's username or password, given the current password", errors=(409, 429))
+    group.add("POST", f"{base}/{{id}}/extend", "extendCurrentIdentityAuthenticator", extend, tag="Extend Enrollment",
+              body=EXTEND_SCHEMA, data=_EXTENDED,
+              summary="A new certificate for the caller's certificate authenticator, pending verification",
+              errors=(409,))
+    group.add("POST", f"{base}/{{id}}/extend-verify", "extendVerifyCurrentIdentityAuthenticator", extend_verify,
+              tag="Extend Enrollment", body=EXTEND_VERIFY_SCHEMA, summary="Put the extended certificate in force",
+              errors=(409,))

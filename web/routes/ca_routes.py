@@ -14,7 +14,7 @@ from controller.resources.cas import CAS, PROOF_FIELD, check_proof, mark_verifie
 from controller.runtime.composition import Controller
 from web.envelope import empty
 from web.guards import Access
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -61,10 +61,10 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         await domain.write(lambda ctx: mark_verified(ctx, id))
         return empty()
 
-    routes.add(bp, RouteInfo(api, "GET", "/cas/{id}/jwt", "getCaJwt", CAS.tag, access=Access.ADMIN,
-                             summary="The JWT with which clients enrol through a CA", produces=_JWT_TYPE, raw=True,
-                             data={"type": "string"}), ca_jwt)
-    routes.add(bp, RouteInfo(api, "POST", "/cas/{id}/verify", "verifyCa", CAS.tag, access=Access.ADMIN,
-                             summary="Verify a CA with a certificate it signed whose common name is its "
-                                     "verificationToken, sent as PEM text",
-                             body={"type": "string"}, consumes=", ".join(_PROOF_TYPES), errors=(409,)), verify_ca)
+    group = RouteGroup(routes, bp, api, tag=CAS.tag, access=Access.ADMIN)
+    group.add("GET", "/cas/{id}/jwt", "getCaJwt", ca_jwt, summary="The JWT with which clients enrol through a CA",
+              produces=_JWT_TYPE, raw=True, data={"type": "string"})
+    group.add("POST", "/cas/{id}/verify", "verifyCa", verify_ca,
+              summary="Verify a CA with a certificate it signed whose common name is its verificationToken, sent as "
+                      "PEM text",
+              body={"type": "string"}, consumes=", ".join(_PROOF_TYPES), errors=(409,))

@@ -27,7 +27,7 @@ from controller.runtime.composition import Controller
 from web.envelope import created, empty, ok
 from web.guards import Access, current_session
 from web.request import list_params, read_json
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -107,9 +107,8 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     engine = controller.engine
     domain = controller.domain
 
-    def add(method: str, path: str, operation_id: str, tag: str, handler: Any, **doc: Any) -> None:
-        # Everything here acts for the caller's identity: a fully authenticated session of any identity.
-        routes.add(bp, RouteInfo("client", method, path, operation_id, tag, access=Access.SESSION, **doc), handler)
+    # Everything here acts for the caller's identity: a fully authenticated session of any identity.
+    group = RouteGroup(routes, bp, "client", tag="Service", access=Access.SESSION)
 
     async def services_view(service_id: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         session = current_session()
@@ -219,20 +218,21 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         return ok(items, meta)
 
     config_types = {"configTypes": {"type": "array", "items": {"type": "string"}}}
-    add("GET", "/services", "listServices", "Service", list_services, paged=True, query=config_types)
-    add("GET", "/services/{id}", "detailService", "Service", detail_service)
-    add("POST", "/posture-response", "createPostureResponse", "Posture Checks", single_response,
-        body=_RESPONSE_BODY, status=201)
-    add("POST", "/posture-response-bulk", "createPostureResponseBulk", "Posture Checks", bulk_response,
-        body={"type": "array", "items": _RESPONSE_BODY}, status=201)
-    add("GET", "/sessions", "listSessions", "Session", list_sessions, paged=True)
+    group.add("GET", "/services", "listServices", list_services, paged=True, query=config_types)
+    group.add("GET", "/services/{id}", "detailService", detail_service)
+    group.add("POST", "/posture-response", "createPostureResponse", single_response, tag="Posture Checks",
+              body=_RESPONSE_BODY, status=201)
+    group.add("POST", "/posture-response-bulk", "createPostureResponseBulk", bulk_response, tag="Posture Checks",
+              body={"type": "array", "items": _RESPONSE_BODY}, status=201)
+    group.add("GET", "/sessions", "listSessions", list_sessions, tag="Session", paged=True)
     # 404: no such service for the caller; 409: its posture does not pass the service's checks.
-    add("POST", "/sessions", "createSession", "Session", create_session, body=_SESSION_BODY, status=201,
-        errors=(404, 409))
-    add("GET", "/sessions/{id}", "detailSession", "Session", detail_session)
-    add("DELETE", "/sessions/{id}", "deleteSession", "Session", delete_session)
-    add("GET", "/current-api-session/service-updates", "listServiceUpdates", "Current API Session", service_updates)
-    add("GET", "/services/{id}/edge-routers", "listServiceEdgeRouters", "Service", service_edge_routers,
-        data=SERVICE_EDGE_ROUTERS_SCHEMA)
-    add("GET", "/services/{id}/terminators", "listServiceTerminators", "Service", service_terminators, paged=True,
-        data={"type": "array", "items": CLIENT_TERMINATOR_SCHEMA})
+    group.add("POST", "/sessions", "createSession", create_session, tag="Session", body=_SESSION_BODY, status=201,
+              errors=(404, 409))
+    group.add("GET", "/sessions/{id}", "detailSession", detail_session, tag="Session")
+    group.add("DELETE", "/sessions/{id}", "deleteSession", delete_session, tag="Session")
+    group.add("GET", "/current-api-session/service-updates", "listServiceUpdates", service_updates,
+              tag="Current API Session")
+    group.add("GET", "/services/{id}/edge-routers", "listServiceEdgeRouters", service_edge_routers,
+              data=SERVICE_EDGE_ROUTERS_SCHEMA)
+    group.add("GET", "/services/{id}/terminators", "listServiceTerminators", service_terminators, paged=True,
+              data={"type": "array", "items": CLIENT_TERMINATOR_SCHEMA})

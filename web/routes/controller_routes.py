@@ -10,7 +10,7 @@ from controller.runtime.controllers import CONTROLLER_DETAIL_SCHEMA, list_contro
 from web.envelope import ok
 from web.guards import Access
 from web.request import list_params
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -25,6 +25,6 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         items, meta = list_controllers(controller, api, list_params(False))
         return ok(items, meta)
 
-    routes.add(bp, RouteInfo(api, "GET", "/controllers", "listControllers", "Controllers", access=access,
-                             summary="List the controllers of the network", paged=True,
-                             data={"type": "array", "items": CONTROLLER_DETAIL_SCHEMA}), controllers)
+    group = RouteGroup(routes, bp, api, tag="Controllers", access=access)
+    group.add("GET", "/controllers", "listControllers", controllers, summary="List the controllers of the network",
+              paged=True, data={"type": "array", "items": CONTROLLER_DETAIL_SCHEMA})

@@ -16,7 +16,7 @@ from controller.maintenance.operations import MAX_RESULTS
 from controller.runtime.composition import Controller
 from web.envelope import empty, ok
 from web.guards import Access
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["INTEGRITY_DETAILS", "register"]
 
@@ -64,17 +64,17 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         # A single page of everything kept, as the reference answers it.
         return ok(details, {"pagination": {"limit": -1, "offset": 0, "totalCount": total}, "filterableFields": []})
 
-    def add(method: str, path: str, operation_id: str, handler: Any, summary: str, **details: Any) -> None:
-        routes.add(bp, RouteInfo("management", method, path, operation_id, _TAG, access=Access.ADMIN, summary=summary,
-                                 **details), handler)
+    group = RouteGroup(routes, bp, "management", tag=_TAG, access=Access.ADMIN)
 
-    add("POST", "/database/snapshot", "createDatabaseSnapshot", snapshot,
-        "Write a compacted copy of the store beside it, at most once a minute", data=_EMPTY, errors=(429,))
-    add("POST", "/database/check-data-integrity", "checkDataIntegrity", check,
-        "Start checking the store's integrity in the background, unless a check or fix is running", data=_EMPTY,
-        status=202, errors=(429,))
-    add("POST", "/database/fix-data-integrity", "fixDataIntegrity", fix,
-        "Start checking the store's integrity and repairing what can be repaired, unless a check or fix is running",
-        data=_EMPTY, status=202, errors=(429,))
-    add("GET", "/database/data-integrity-results", "dataIntegrityResults", results,
-        "The state and findings of the latest integrity check or fix", data=INTEGRITY_DETAILS)
+    group.add("POST", "/database/snapshot", "createDatabaseSnapshot", snapshot,
+              summary="Write a compacted copy of the store beside it, at most once a minute", data=_EMPTY,
+              errors=(429,))
+    group.add("POST", "/database/check-data-integrity", "checkDataIntegrity", check,
+              summary="Start checking the store's integrity in the background, unless a check or fix is running",
+              data=_EMPTY, status=202, errors=(429,))
+    group.add("POST", "/database/fix-data-integrity", "fixDataIntegrity", fix,
+              summary="Start checking the store's integrity and repairing what can be repaired, unless a check or fix "
+                      "is running",
+              data=_EMPTY, status=202, errors=(429,))
+    group.add("GET", "/database/data-integrity-results", "dataIntegrityResults", results,
+              summary="The state and findings of the latest integrity check or fix", data=INTEGRITY_DETAILS)

@@ -15,8 +15,9 @@ from typing import Any
 import msgspec
 from quart import Blueprint, Response, request
 
-from controller.authentication.enrollment import Enrolled, EnrollmentRequest, enroll
+from controller.authentication.enrollment import enroll
 from controller.authentication.enrollment_admin import create_enrollment, reenroll_authenticator, refresh
+from controller.authentication.enrollment_claims import Enrolled, EnrollmentRequest
 from controller.authentication.router_enrollment import extend_router, reenroll_router
 from controller.data.present import present
 from controller.errors import ApiError, field_cause, nested_cause
@@ -26,7 +27,7 @@ from web.client_certs import client_certificate
 from web.envelope import created, empty, json_response, ok
 from web.guards import Access
 from web.request import read_json
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -94,10 +95,8 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
 
 
 def _register_management(bp: Blueprint, routes: Routes, controller: Controller) -> None:
-    def add(method: str, path: str, operation_id: str, tag: str, handler: Any, **details: Any) -> None:
-        # Enrollments and re-enrolments make credentials for others: administrators only.
-        routes.add(bp, RouteInfo("management", method, path, operation_id, tag, access=Access.ADMIN, **details),
-                   handler)
+    # Enrollments and re-enrolments make credentials for others: administrators only.
+    group = RouteGroup(routes, bp, "management", tag="Enrollment", access=Access.ADMIN)
 
     def shown(row: Mapping[str, Any]) -> dict[str, Any]:
         with controller.domain.read() as ctx:
@@ -117,25 +116,21 @@ def _register_management(bp: Blueprint, routes: Routes, controller: Controller) 
         return empty()
 
     # 409: the identity already has an enrollment of that method.
-    add("POST", "/enrollments", "createEnrollment", "Enrollment", create, body=CREATE_SCHEMA, status=201,
-        data=_ENROLLMENT, summary="Create an enrollment for an identity", errors=(409,))
-    add("POST", "/enrollments/{id}/refresh", "refreshEnrollment", "Enrollment", refresh_one, body=REFRESH_SCHEMA,
-        data=_ENROLLMENT, summary="Give an enrollment a new token and expiry")
-    add("POST", "/authenticators/{id}/re-enroll", "reEnrollAuthenticator", "Authenticator", reenroll_one,
-        body=REFRESH_SCHEMA, status=201, data=_ENROLLMENT, errors=(409,),
-        summary="Replace an authenticator by the enrollment that makes it again")
-    add("POST", "/edge-routers/{id}/re-enroll", "reEnrollEdgeRouter", "Edge Router", reenroll_edge_router,
-        summary="Forget an edge router's certificate and give it a new enrollment")
+    group.add("POST", "/enrollments", "createEnrollment", create, body=CREATE_SCHEMA, status=201, data=_ENROLLMENT,
+              summary="Create an enrollment for an identity", errors=(409,))
+    group.add("POST", "/enrollments/{id}/refresh", "refreshEnrollment", refresh_one, body=REFRESH_SCHEMA,
+              data=_ENROLLMENT, summary="Give an enrollment a new token and expiry")
+    group.add("POST", "/authenticators/{id}/re-enroll", "reEnrollAuthenticator", reenroll_one, tag="Authenticator",
+              body=REFRESH_SCHEMA, status=201, data=_ENROLLMENT, errors=(409,),
+              summary="Replace an authenticator by the enrollment that makes it again")
+    group.add("POST", "/edge-routers/{id}/re-enroll", "reEnrollEdgeRouter", reenroll_edge_router, tag="Edge Router",
+              summary="Forget an edge router's certificate and give it a new enrollment")
 
 
 def _register_client(bp: Blueprint, routes: Routes, controller: Controller) -> None:
-    def add(path: str, operation_id: str, handler: Any, *, method: str = "POST", **details: Any) -> None:
-        details.setdefault("tag", "Enroll")
-        tag = details.pop("tag")
-        # Enrolment is how a client gets its first credentials, so it needs no session: each operation checks the
-        # credential it is given (a one-time token, a CA's certificate, a router's current certificate).
-        routes.add(bp, RouteInfo("client", method, path, operation_id, tag, access=Access.ANYONE, **details),
-                   handler)
+    # Enrolment is how a client gets its first credentials, so it needs no session: each operation checks the
+    # credential it is given (a one-time token, a CA's certificate, a router's current certificate).
+    group = RouteGroup(routes, bp, "client", tag="Enroll", access=Access.ANYONE)
 
     async def legacy() -> Response:
         method = request.args.get("method")
@@ -169,26 +164,27 @@ def _register_client(bp: Blueprint, routes: Routes, controller: Controller) -> N
     token = {"token": {**_TOKEN["token"]}}
     # 409: the certificate is another authenticator's, or the identity has one of that method already; 429: a
     # password waits to be hashed; 401: the router presents no certificate of its own.
-    add("/enroll", "enroll", legacy, data=_CERTS, produces=f"{_PEM}, application/json",
-        query={**token, "method": {"type": "string", "enum": ["ott", "ottca", "updb", "ca", "erott", "trott"]}},
-        summary="Enrol with a one-time token (or, with method=ca, a third-party CA's certificate)",
-        errors=(409, 429))
-    add("/enroll/ott", "enrollOtt", sub_path(None), query=token, data=_CERTS, errors=(409,),
-        summary="Enrol with a one-time token and a CSR; answers the certificate")
-    add("/enroll/ottca", "enrollOttCa", sub_path(None), query=token, errors=(409,),
-        summary="Enrol the TLS client certificate of a third-party CA with a one-time token")
-    add("/enroll/ca", "enrollCa", sub_path("ca"), errors=(400, 409),
-        summary="Enrol through a CA that enrols its certificates automatically")
-    add("/enroll/updb", "enrollUpdb", sub_path(None), query={"token": {**_TOKEN["token"], "required": True}},
-        body={"type": "object", "properties": {"password": {"type": "string"}, "username": {"type": "string"}}},
-        summary="Set the password of a username-password enrollment", errors=(409, 429))
-    add("/enroll/erott", "enrollErOtt", sub_path(None), query=token, body=_ROUTER_CSRS, data=_CERTS,
-        summary="Enrol an edge router: its client and server certificates for two CSRs")
-    add("/enroll/extend/router", "extendRouterEnrollment", extend, body=_ROUTER_CSRS, data=_CERTS,
-        tag="Extend Enrollment", summary="New certificates for a router that presents its current one",
-        errors=(401,))
-    add("/enroll/challenge", "enrollmentChallenge", challenge, body=_CHALLENGE, data=_SIGNATURE, raw=True,
-        summary="Sign a nonce with the controller's key, to prove the controller's identity")
-    add("/enroll/jwks", "getEnrollmentJwks", jwks, method="GET", raw=True,
-        data={"type": "object", "properties": {"keys": {"type": "array", "items": {"type": "object"}}}},
-        summary="The keys that verify enrolment JWTs")
+    group.add("POST", "/enroll", "enroll", legacy, data=_CERTS, produces=f"{_PEM}, application/json",
+              query={**token, "method": {"type": "string", "enum": ["ott", "ottca", "updb", "ca", "erott", "trott"]}},
+              summary="Enrol with a one-time token (or, with method=ca, a third-party CA's certificate)",
+              errors=(409, 429))
+    group.add("POST", "/enroll/ott", "enrollOtt", sub_path(None), query=token, data=_CERTS, errors=(409,),
+              summary="Enrol with a one-time token and a CSR; answers the certificate")
+    group.add("POST", "/enroll/ottca", "enrollOttCa", sub_path(None), query=token, errors=(409,),
+              summary="Enrol the TLS client certificate of a third-party CA with a one-time token")
+    group.add("POST", "/enroll/ca", "enrollCa", sub_path("ca"), errors=(400, 409),
+              summary="Enrol through a CA that enrols its certificates automatically")
+    group.add("POST", "/enroll/updb", "enrollUpdb", sub_path(None),
+              query={"token": {**_TOKEN["token"], "required": True}},
+              body={"type": "object", "properties": {"password": {"type": "string"}, "username": {"type": "string"}}},
+              summary="Set the password of a username-password enrollment", errors=(409, 429))
+    group.add("POST", "/enroll/erott", "enrollErOtt", sub_path(None), query=token, body=_ROUTER_CSRS, data=_CERTS,
+              summary="Enrol an edge router: its client and server certificates for two CSRs")
+    group.add("POST", "/enroll/extend/router", "extendRouterEnrollment", extend, body=_ROUTER_CSRS, data=_CERTS,
+              tag="Extend Enrollment", summary="New certificates for a router that presents its current one",
+              errors=(401,))
+    group.add("POST", "/enroll/challenge", "enrollmentChallenge", challenge, body=_CHALLENGE, data=_SIGNATURE, raw=True,
+              summary="Sign a nonce with the controller's key, to prove the controller's identity")
+    group.add("GET", "/enroll/jwks", "getEnrollmentJwks", jwks, raw=True,
+              data={"type": "object", "properties": {"keys": {"type": "array", "items": {"type": "object"}}}},
+              summary="The keys that verify enrolment JWTs")

@@ -16,7 +16,7 @@ from controller.runtime.composition import Controller
 from web.envelope import ok
 from web.guards import Access
 from web.request import list_params
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -44,12 +44,12 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         return
 
     async def list_external_jwt_signers() -> Response:
-        with controller.store.read() as txn:
-            enabled = [row["id"] for row in txn.scan(_KIND, frozenset({"id", "enabled"})) if row.get("enabled")]
+        with controller.domain.read() as ctx:
+            enabled = [row["id"] for row in ctx.txn.scan(_KIND, frozenset({"id", "enabled"})) if row.get("enabled")]
         items, meta = controller.domain.list_page(_KIND, list_params(False), enabled)
         return ok([_client_view(item) for item in items], meta)
 
-    routes.add(bp, RouteInfo("client", "GET", f"/{_KIND}", "listExternalJwtSigners", "External JWT Signer",
-                             access=Access.ANYONE, paged=True,
-                             summary="List the enabled external JWT signers a client may log in with",
-                             data={"type": "array", "items": _CLIENT_SIGNER}), list_external_jwt_signers)
+    group = RouteGroup(routes, bp, "client", tag="External JWT Signer", access=Access.ANYONE)
+    group.add("GET", f"/{_KIND}", "listExternalJwtSigners", list_external_jwt_signers, paged=True,
+              summary="List the enabled external JWT signers a client may log in with",
+              data={"type": "array", "items": _CLIENT_SIGNER})

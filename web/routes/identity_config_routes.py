@@ -4,8 +4,6 @@ Administrators only."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from quart import Blueprint, Response
 
 from controller.resources.identity_trace import TRACE_DETAIL_SCHEMA, TRACE_SPEC_SCHEMA, update_identity_trace
@@ -20,7 +18,7 @@ from controller.runtime.composition import Controller
 from web.envelope import empty, ok
 from web.guards import Access
 from web.request import read_json
-from web.route_table import Handler, RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -46,16 +44,21 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     async def trace(id: str) -> Response:
         return ok(await update_identity_trace(domain, id, await read_json("traceSpec")))
 
-    def add(method: str, route: str, operation_id: str, handler: Handler, **doc: Any) -> None:
-        routes.add(bp, RouteInfo("management", method, route, operation_id, "Identity", access=Access.ADMIN,
-                                 **doc), handler)
+    group = RouteGroup(routes, bp, "management", tag="Identity", access=Access.ADMIN)
 
-    add("GET", path, "listIdentitysServiceConfigs", list_configs, summary="List an identity's service config "
-        "overrides", data={"type": "array", "items": DETAIL_SCHEMA})
-    add("POST", path, "associateIdentitysServiceConfigs", assign, summary="Override service configs for an "
-        "identity, replacing its override of the same service and config type", body=ASSIGN_SCHEMA)
-    add("DELETE", path, "disassociateIdentitysServiceConfigs", remove, summary="Remove the listed service config "
-        "overrides of an identity, or all of them without a body", body=ASSIGN_SCHEMA, body_optional=True)
-    add("PUT", "/identities/{id}/trace", "updateIdentityTracing", trace, summary="Enable or disable the data-flow "
+    group.add("GET", path, "listIdentitysServiceConfigs", list_configs,
+              summary="List an identity's service config "
+        "overrides",
+              data={"type": "array", "items": DETAIL_SCHEMA})
+    group.add("POST", path, "associateIdentitysServiceConfigs", assign,
+              summary="Override service configs for an "
+        "identity, replacing its override of the same service and config type",
+              body=ASSIGN_SCHEMA)
+    group.add("DELETE", path, "disassociateIdentitysServiceConfigs", remove,
+              summary="Remove the listed service config "
+        "overrides of an identity, or all of them without a body",
+              body=ASSIGN_SCHEMA, body_optional=True)
+    group.add("PUT", "/identities/{id}/trace", "updateIdentityTracing", trace,
+              summary="Enable or disable the data-flow "
         "trace of an identity (recorded and reported; Tollgate has no data plane to trace)",
-        body=TRACE_SPEC_SCHEMA, data=TRACE_DETAIL_SCHEMA)
+              body=TRACE_SPEC_SCHEMA, data=TRACE_DETAIL_SCHEMA)

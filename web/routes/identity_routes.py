@@ -9,7 +9,7 @@ from controller.runtime.composition import Controller
 from web.envelope import empty
 from web.guards import Access
 from web.request import read_json
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -18,15 +18,15 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     """Add the disable/enable operations to the management blueprint."""
 
     async def disable(id: str) -> Response:
-        await disable_identity(controller, id, await read_json())
+        await disable_identity(controller.domain, id, await read_json())
         # The reference answers with no body at all; ours is the empty envelope of every other update.
         return empty()
 
     async def enable(id: str) -> Response:
-        await enable_identity(controller, id)
+        await enable_identity(controller.domain, id)
         return empty()
 
-    routes.add(bp, RouteInfo("management", "POST", "/identities/{id}/disable", "disableIdentity", "Identity",
-                             access=Access.ADMIN, summary="Disable an identity", body=DISABLE_SCHEMA), disable)
-    routes.add(bp, RouteInfo("management", "POST", "/identities/{id}/enable", "enableIdentity", "Identity",
-                             access=Access.ADMIN, summary="Enable an identity"), enable)
+    group = RouteGroup(routes, bp, "management", tag="Identity", access=Access.ADMIN)
+    group.add("POST", "/identities/{id}/disable", "disableIdentity", disable, summary="Disable an identity",
+              body=DISABLE_SCHEMA)
+    group.add("POST", "/identities/{id}/enable", "enableIdentity", enable, summary="Enable an identity")

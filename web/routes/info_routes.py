@@ -22,7 +22,7 @@ from storage.store import ReadTxn
 from web.envelope import json_response, ok
 from web.guards import Access
 from web.openapi import SPEC_IDS, build_document
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["CAPABILITIES", "register", "register_root", "summary_counts", "version_data"]
 
@@ -98,8 +98,7 @@ def _document(controller: Controller, spec_id: str) -> dict[str, Any]:
 
 
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
-    def add(path: str, operation_id: str, handler: Any, *, tag: str = "Informational", **details: Any) -> None:
-        routes.add(bp, RouteInfo(api, "GET", path, operation_id, tag, access=Access.ANYONE, **details), handler)
+    group = RouteGroup(routes, bp, api, tag="Informational", access=Access.ANYONE)
 
     async def version() -> Response:
         return ok(version_data(controller))
@@ -125,27 +124,29 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         "version": {"type": "string"}, "revision": {"type": "string"}, "buildDate": {"type": "string"},
         "runtimeVersion": {"type": "string"}, "capabilities": {"type": "array", "items": {"type": "string"}},
         "apiVersions": {"type": "object"}}}
-    add("/version", "listVersion", version, data=version_schema, summary="The controller's version and APIs")
-    add("/", "listRoot", version, data=version_schema, summary="The controller's version and APIs")
-    add("/enumerated-capabilities", "listEnumeratedCapabilities", capabilities,
-        data={"type": "array", "items": {"type": "string", "enum": list(CAPABILITIES)}},
-        summary="Every capability this controller knows, enabled or not")
-    add("/specs", "listSpecs", list_specs, data={"type": "array", "items": _SPEC_DETAIL},
-        summary="The OpenAPI documents this controller serves")
-    add("/specs/{id}", "detailSpec", detail_spec, data=_SPEC_DETAIL, summary="One OpenAPI document's entry")
-    add("/specs/{id}/spec", "detailSpecBody", spec_body, data={"type": "object"}, raw=True,
-        summary="One OpenAPI document (Swagger 2.0), generated from the routes this controller serves")
-    add("/.well-known/est/cacerts", "listWellKnownCas", cacerts, tag="Well Known", data={"type": "string"},
-        raw=True, produces=_CACERTS_TYPE,
-        summary="The controller's CA certificates as a base64 PKCS#7 store, to bootstrap trust before enrolling")
+    group.add("GET", "/version", "listVersion", version, data=version_schema,
+              summary="The controller's version and APIs")
+    group.add("GET", "/", "listRoot", version, data=version_schema, summary="The controller's version and APIs")
+    group.add("GET", "/enumerated-capabilities", "listEnumeratedCapabilities", capabilities,
+              data={"type": "array", "items": {"type": "string", "enum": list(CAPABILITIES)}},
+              summary="Every capability this controller knows, enabled or not")
+    group.add("GET", "/specs", "listSpecs", list_specs, data={"type": "array", "items": _SPEC_DETAIL},
+              summary="The OpenAPI documents this controller serves")
+    group.add("GET", "/specs/{id}", "detailSpec", detail_spec, data=_SPEC_DETAIL,
+              summary="One OpenAPI document's entry")
+    group.add("GET", "/specs/{id}/spec", "detailSpecBody", spec_body, data={"type": "object"}, raw=True,
+              summary="One OpenAPI document (Swagger 2.0), generated from the routes this controller serves")
+    group.add("GET", "/.well-known/est/cacerts", "listWellKnownCas", cacerts, tag="Well Known", data={"type": "string"},
+              raw=True, produces=_CACERTS_TYPE,
+              summary="The controller's CA certificates as a base64 PKCS#7 store, to bootstrap trust before enrolling")
 
     if api == "client":
         async def protocols() -> Response:
             # The address this request reached us at is the one the endpoint can use.
             return ok({"https": {"address": request.host}})
 
-        add("/protocols", "listProtocols", protocols, summary="The protocols this controller listens on",
-            data={"type": "object", "additionalProperties": {
+        group.add("GET", "/protocols", "listProtocols", protocols, summary="The protocols this controller listens on",
+                  data={"type": "object", "additionalProperties": {
                 "type": "object", "required": ["address"], "properties": {"address": {"type": "string"}}}})
 
     if api == "management":
@@ -153,9 +154,9 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
             with controller.domain.read() as ctx:
                 return ok(summary_counts(ctx.txn, controller.registry))
 
-        routes.add(bp, RouteInfo(api, "GET", "/summary", "listSummary", "Informational", access=Access.ADMIN,
-                                 data={"type": "object", "additionalProperties": {"type": "integer"}},
-                                 summary="How many rows of each kind exist"), summary)
+        group.add("GET", "/summary", "listSummary", summary, access=Access.ADMIN,
+                  data={"type": "object", "additionalProperties": {"type": "integer"}},
+                  summary="How many rows of each kind exist")
 
 
 def register_root(bp: Blueprint, controller: Controller) -> None:

@@ -18,7 +18,7 @@ from web.client_certs import client_certificate
 from web.envelope import empty, ok
 from web.guards import Access, bearer_tokens, current_session
 from web.request import read_json
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -62,9 +62,7 @@ _CREDENTIALS: dict[str, Any] = {"type": "object", "properties": {
 
 
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
-    def add(method: str, path: str, operation_id: str, tag: str, handler: Any, access: Access,
-            **details: Any) -> None:
-        routes.add(bp, RouteInfo(api, method, path, operation_id, tag, access=access, **details), handler)
+    group = RouteGroup(routes, bp, api, tag="Authentication", access=Access.SESSION)
 
     async def authenticate() -> Response:
         method = request.args.get("method")
@@ -92,12 +90,13 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
         return ok(controller.domain.detail("identities", session.identity_id))
 
     # 401: the credentials are refused; 429: too many wrong passwords lately, or too many waiting to be checked.
-    add("POST", "/authenticate", "authenticate", "Authentication", authenticate, Access.ANYONE,
-        query={"method": {"type": "string", "enum": ["password", "cert", "ext-jwt"], "required": True}},
-        body=_CREDENTIALS, errors=(401, 429))
+    group.add("POST", "/authenticate", "authenticate", authenticate, tag="Authentication", access=Access.ANYONE,
+              query={"method": {"type": "string", "enum": ["password", "cert", "ext-jwt"], "required": True}},
+              body=_CREDENTIALS, errors=(401, 429))
     # A session still owing a second factor may look at itself (to read its auth queries) and log out.
-    add("GET", "/current-api-session", "getCurrentAPISession", "Current API Session", get_current_api_session,
-        Access.PARTIAL_SESSION)
-    add("DELETE", "/current-api-session", "deleteCurrentApiSession", "Current API Session",
-        delete_current_api_session, Access.PARTIAL_SESSION)
-    add("GET", "/current-identity", "getCurrentIdentity", "Current Identity", get_current_identity, Access.SESSION)
+    group.add("GET", "/current-api-session", "getCurrentAPISession", get_current_api_session, tag="Current API Session",
+              access=Access.PARTIAL_SESSION)
+    group.add("DELETE", "/current-api-session", "deleteCurrentApiSession", delete_current_api_session,
+              tag="Current API Session", access=Access.PARTIAL_SESSION)
+    group.add("GET", "/current-identity", "getCurrentIdentity", get_current_identity, tag="Current Identity",
+              access=Access.SESSION)

@@ -8,8 +8,6 @@ operations need a complete session. ``DELETE /current-identity/mfa`` reads its c
 
 from __future__ import annotations
 
-from typing import Any
-
 from quart import Blueprint, Response, request
 
 from controller.authentication import MFA_CODE_SCHEMA
@@ -19,7 +17,7 @@ from controller.runtime.composition import Controller
 from web.envelope import created, empty, ok
 from web.guards import Access, current_session
 from web.request import read_json
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -62,14 +60,11 @@ async def _optional_code() -> str | None:
 def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) -> None:
     mfa = controller.mfa
 
-    def add(method: str, path: str, operation_id: str, summary: str, handler: Any, access: Access,
-            **details: Any) -> None:
-        routes.add(bp, RouteInfo(api, method, path, operation_id, "MFA", access=access, summary=summary, **details),
-                   handler)
+    group = RouteGroup(routes, bp, api, tag="MFA", access=Access.SESSION)
 
     def identity_name(identity_id: str) -> str:
-        with controller.store.read() as txn:
-            row = txn.get("identities", identity_id)
+        with controller.domain.read() as ctx:
+            row = ctx.txn.get("identities", identity_id)
         return str(row.get("name", "")) if row else ""
 
     async def authenticate_mfa() -> Response:
@@ -115,26 +110,28 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
     partial, full = Access.PARTIAL_SESSION, Access.SESSION
     # 404: the caller has no enrolment in the state the operation needs; 429: too many wrong codes lately.
     code_header = {_CODE_HEADER: {"type": "string"}}
-    add("POST", "/authenticate/mfa", "authenticateMfa", "Complete a login with a TOTP or a recovery code",
-        authenticate_mfa, partial, body=MFA_CODE_SCHEMA, errors=(404, 409, 429))
-    add("GET", "/current-identity/mfa", "detailMfa", "Show the caller's MFA enrolment", detail_mfa, partial,
-        data=_DETAIL, errors=(404,))
-    add("POST", "/current-identity/mfa", "enrollMfa", "Start MFA enrolment", enroll_mfa, partial, status=201,
-        data=_CREATED, errors=(409,))
-    add("DELETE", "/current-identity/mfa", "deleteMfa", "Remove the caller's MFA enrolment", delete_mfa, full,
-        headers=code_header, errors=(404, 429))
-    add("POST", "/current-identity/mfa/verify", "verifyMfa", "Complete MFA enrolment with a TOTP", verify_mfa,
-        partial, body=MFA_CODE_SCHEMA, errors=(404, 429))
-    add("GET", "/current-identity/mfa/qr-code", "detailMfaQrCode", "The provisioning URL as a QR code", qr_code,
-        partial, produces="image/png", raw=True, data={"type": "string", "format": "binary"}, errors=(404,))
-    add("GET", "/current-identity/mfa/recovery-codes", "detailMfaRecoveryCodes", "Show the recovery codes",
-        detail_recovery_codes, full, data=_RECOVERY, headers=code_header, errors=(404, 429))
-    add("POST", "/current-identity/mfa/recovery-codes", "createMfaRecoveryCodes", "Replace the recovery codes",
-        regenerate_recovery_codes, full, body=MFA_CODE_SCHEMA, errors=(404, 429))
+    group.add("POST", "/authenticate/mfa", "authenticateMfa", authenticate_mfa,
+              summary="Complete a login with a TOTP or a recovery code", access=partial, body=MFA_CODE_SCHEMA,
+              errors=(404, 409, 429))
+    group.add("GET", "/current-identity/mfa", "detailMfa", detail_mfa, summary="Show the caller's MFA enrolment",
+              access=partial, data=_DETAIL, errors=(404,))
+    group.add("POST", "/current-identity/mfa", "enrollMfa", enroll_mfa, summary="Start MFA enrolment", access=partial,
+              status=201, data=_CREATED, errors=(409,))
+    group.add("DELETE", "/current-identity/mfa", "deleteMfa", delete_mfa, summary="Remove the caller's MFA enrolment",
+              access=full, headers=code_header, errors=(404, 429))
+    group.add("POST", "/current-identity/mfa/verify", "verifyMfa", verify_mfa,
+              summary="Complete MFA enrolment with a TOTP", access=partial, body=MFA_CODE_SCHEMA, errors=(404, 429))
+    group.add("GET", "/current-identity/mfa/qr-code", "detailMfaQrCode", qr_code,
+              summary="The provisioning URL as a QR code", access=partial, produces="image/png", raw=True,
+              data={"type": "string", "format": "binary"}, errors=(404,))
+    group.add("GET", "/current-identity/mfa/recovery-codes", "detailMfaRecoveryCodes", detail_recovery_codes,
+              summary="Show the recovery codes", access=full, data=_RECOVERY, headers=code_header, errors=(404, 429))
+    group.add("POST", "/current-identity/mfa/recovery-codes", "createMfaRecoveryCodes", regenerate_recovery_codes,
+              summary="Replace the recovery codes", access=full, body=MFA_CODE_SCHEMA, errors=(404, 429))
     if api == "management":
         async def remove_identity_mfa(id: str) -> Response:
             await mfa.remove_by_admin(id)
             return empty()
 
-        add("DELETE", "/identities/{id}/mfa", "removeIdentityMfa", "Remove an identity's MFA enrolment",
-            remove_identity_mfa, Access.ADMIN)
+        group.add("DELETE", "/identities/{id}/mfa", "removeIdentityMfa", remove_identity_mfa,
+                  summary="Remove an identity's MFA enrolment", access=Access.ADMIN)

@@ -14,13 +14,13 @@ from controller.authentication import API_SESSIONS
 from controller.clock import format_time
 from controller.data.present import entity_ref
 from controller.errors import ApiError, field_cause, not_found
-from controller.model.context import ReadContext
+from controller.model.spec import ReadContext
 from controller.posture.state import IdentityState, SessionPosture
 from controller.runtime.composition import Controller
 from web.envelope import ok
 from web.guards import Access, current_session
 from web.request import list_params
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["posture_data_view", "register"]
 
@@ -93,11 +93,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     domain = controller.domain
     engine = controller.engine
 
-    def add(path: str, operation_id: str, tag: str, handler: Any) -> None:
-        # The related-entity lists take the list parameters; the posture views answer one object or a fixed list.
-        paged = operation_id.startswith("list")
-        routes.add(bp, RouteInfo("management", "GET", path, operation_id, tag, access=Access.ADMIN, paged=paged),
-                   handler)
+    group = RouteGroup(routes, bp, "management", tag="Identity", access=Access.ADMIN)
 
     def parent(kind: str, row_id: str) -> dict[str, Any]:
         with domain.read() as ctx:
@@ -155,27 +151,36 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         # yet, so no session has a circuit: the path is empty (never null).
         return ok({"routePath": []})
 
-    add("/identities/{id}/posture-data", "getIdentityPostureData", "Identity", posture_data)
-    add("/identities/{id}/failed-service-requests", "getIdentityFailedServiceRequests", "Identity", failed_requests)
-    add("/identities/{id}/services", "listIdentityServices", "Identity",
-        related("identities", "services", identity_services))
-    add("/identities/{id}/edge-routers", "listIdentityEdgeRouters", "Identity",
-        related("identities", "edge-routers",
-                lambda ctx, row: reachable(ctx, "edge-router-policies", "identities", row, "edge-routers")))
-    add("/services/{id}/identities", "listServiceIdentities", "Service",
-        related("services", "identities",
-                lambda ctx, row: reachable(ctx, "service-policies", "services", row, "identities", _policy_type())))
-    add("/services/{id}/edge-routers", "listServiceEdgeRouters", "Service",
-        related("services", "edge-routers",
-                lambda ctx, row: reachable(ctx, "service-edge-router-policies", "services", row, "edge-routers")))
-    add("/edge-routers/{id}/identities", "listEdgeRouterIdentities", "Edge Router",
-        related("edge-routers", "identities",
-                lambda ctx, row: reachable(ctx, "edge-router-policies", "edge-routers", row, "identities")))
-    add("/edge-routers/{id}/services", "listEdgeRouterServices", "Edge Router",
-        related("edge-routers", "services",
-                lambda ctx, row: reachable(ctx, "service-edge-router-policies", "edge-routers", row, "services")))
-    add("/identities/{id}/policy-advice/{serviceId}", "getIdentityPolicyAdvice", "Identity", policy_advice)
-    add("/sessions/{id}/route-path", "detailSessionRoutePath", "Session", route_path)
+    # The related-entity lists take the list parameters; the posture views answer one object or a fixed list.
+    group.add("GET", "/identities/{id}/posture-data", "getIdentityPostureData", posture_data)
+    group.add("GET", "/identities/{id}/failed-service-requests", "getIdentityFailedServiceRequests", failed_requests)
+    group.add("GET", "/identities/{id}/services", "listIdentityServices",
+              related("identities", "services", identity_services), paged=True)
+    group.add("GET", "/identities/{id}/edge-routers", "listIdentityEdgeRouters",
+              related("identities", "edge-routers",
+                      lambda ctx, row: reachable(ctx, "edge-router-policies", "identities", row, "edge-routers")),
+              paged=True)
+    group.add("GET", "/services/{id}/identities", "listServiceIdentities",
+              related("services", "identities",
+                      lambda ctx, row: reachable(ctx, "service-policies", "services", row, "identities",
+                                                 _policy_type())),
+              tag="Service", paged=True)
+    group.add("GET", "/services/{id}/edge-routers", "listServiceEdgeRouters",
+              related("services", "edge-routers",
+                      lambda ctx, row: reachable(ctx, "service-edge-router-policies", "services", row,
+                                                 "edge-routers")),
+              tag="Service", paged=True)
+    group.add("GET", "/edge-routers/{id}/identities", "listEdgeRouterIdentities",
+              related("edge-routers", "identities",
+                      lambda ctx, row: reachable(ctx, "edge-router-policies", "edge-routers", row, "identities")),
+              tag="Edge Router", paged=True)
+    group.add("GET", "/edge-routers/{id}/services", "listEdgeRouterServices",
+              related("edge-routers", "services",
+                      lambda ctx, row: reachable(ctx, "service-edge-router-policies", "edge-routers", row,
+                                                 "services")),
+              tag="Edge Router", paged=True)
+    group.add("GET", "/identities/{id}/policy-advice/{serviceId}", "getIdentityPolicyAdvice", policy_advice)
+    group.add("GET", "/sessions/{id}/route-path", "detailSessionRoutePath", route_path, tag="Session")
 
 
 def register_client(bp: Blueprint, routes: Routes, controller: Controller) -> None:
@@ -190,5 +195,6 @@ def register_client(bp: Blueprint, routes: Routes, controller: Controller) -> No
         items, meta = domain.list_page("edge-routers", list_params(False), ids)
         return ok([_client_router(item) for item in items], meta)
 
-    routes.add(bp, RouteInfo("client", "GET", "/current-identity/edge-routers", "getCurrentIdentityEdgeRouters",
-                             "Current Identity", access=Access.SESSION, paged=True), current_identity_routers)
+    group = RouteGroup(routes, bp, "client", tag="Current Identity", access=Access.SESSION)
+    group.add("GET", "/current-identity/edge-routers", "getCurrentIdentityEdgeRouters", current_identity_routers,
+              paged=True)

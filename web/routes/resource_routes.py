@@ -14,12 +14,13 @@ from typing import Any
 from quart import Blueprint, Response, request
 
 from controller.errors import not_found
-from controller.model.spec import Mode, Resource
+from controller.model.field import Mode
+from controller.model.spec import Resource
 from controller.runtime.composition import Controller
 from web.envelope import created, empty, ok
 from web.guards import Access
 from web.request import list_params, read_json
-from web.route_table import Handler, RouteInfo, Routes
+from web.route_table import Handler, RouteGroup, Routes
 
 __all__ = ["register_resource_routes"]
 
@@ -47,44 +48,41 @@ def _register(bp: Blueprint, routes: Routes, controller: Controller, resource: R
     domain = controller.domain
     standard = _level(resource.admin_only)
 
-    def add(method: str, path: str, operation_id: str, action: str, handler: Handler, access: Access,
-            target: str | None = None) -> None:
-        routes.add(bp, RouteInfo(api, method, "/" + path, operation_id, resource.tag, access=access, kind=kind,
-                                 action=action, target=target), handler)
+    group = RouteGroup(routes, bp, api, tag=resource.tag, access=standard)
 
     if "list" in resource.operations:
         async def list_handler() -> Response:
             data, meta = domain.list_page(kind, list_params(resource.role_filter))
             return ok(data, meta)
-        add("GET", base, f"list{ops}", "list", list_handler, standard)
+        group.add("GET", f"/{base}", f"list{ops}", list_handler, kind=kind, action="list")
 
     if "create" in resource.operations:
         async def create_handler() -> Response:
             return created(await domain.create(kind, await read_json()))
-        add("POST", base, f"create{op}", "create", create_handler, standard)
+        group.add("POST", f"/{base}", f"create{op}", create_handler, kind=kind, action="create")
 
     if "detail" in resource.operations:
         async def detail_handler(id: str) -> Response:
             return ok(domain.detail(kind, id))
-        add("GET", f"{base}/{{id}}", f"detail{op}", "detail", detail_handler, standard)
+        group.add("GET", f"/{base}/{{id}}", f"detail{op}", detail_handler, kind=kind, action="detail")
 
     if "update" in resource.operations:
         async def update_handler(id: str) -> Response:
             await domain.replace(kind, id, await read_json(), Mode.UPDATE)
             return empty()
-        add("PUT", f"{base}/{{id}}", f"update{op}", "update", update_handler, standard)
+        group.add("PUT", f"/{base}/{{id}}", f"update{op}", update_handler, kind=kind, action="update")
 
     if "patch" in resource.operations:
         async def patch_handler(id: str) -> Response:
             await domain.replace(kind, id, await read_json(), Mode.PATCH)
             return empty()
-        add("PATCH", f"{base}/{{id}}", f"patch{op}", "patch", patch_handler, standard)
+        group.add("PATCH", f"/{base}/{{id}}", f"patch{op}", patch_handler, kind=kind, action="patch")
 
     if "delete" in resource.operations:
         async def delete_handler(id: str) -> Response:
             await domain.delete(kind, id)
             return empty()
-        add("DELETE", f"{base}/{{id}}", f"delete{op}", "delete", delete_handler, standard)
+        group.add("DELETE", f"/{base}/{{id}}", f"delete{op}", delete_handler, kind=kind, action="delete")
 
     for association in controller.registry.associations(kind):
         target = controller.registry[association.target]
@@ -101,8 +99,8 @@ def _register(bp: Blueprint, routes: Routes, controller: Controller, resource: R
             return association_handler
 
         operation_id = association.operation_id or f"list{op}{_camel(association.path)}"
-        add("GET", f"{base}/{{id}}/{association.path}", operation_id, "association", make(),
-            _level(association.admin_only), association.target)
+        group.add("GET", f"/{base}/{{id}}/{association.path}", operation_id, make(), kind=kind, action="association",
+                  access=_level(association.admin_only), target=association.target)
 
     if resource.role_attributes_path and base == resource.kind:
         path = resource.role_attributes_path
@@ -110,6 +108,7 @@ def _register(bp: Blueprint, routes: Routes, controller: Controller, resource: R
         async def role_attributes_handler() -> Response:
             data, meta = domain.role_attributes(kind, request.args.get("filter"))
             return ok(data, meta)
-        add("GET", path, f"list{_camel(path)}", "role-attributes", role_attributes_handler, Access.ADMIN)
+        group.add("GET", f"/{path}", f"list{_camel(path)}", role_attributes_handler, kind=kind,
+                  action="role-attributes", access=Access.ADMIN)
 
 

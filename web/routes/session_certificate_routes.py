@@ -24,7 +24,7 @@ from controller.runtime.composition import Controller
 from web.envelope import created, empty, ok
 from web.guards import Access, current_session
 from web.request import list_params, read_json
-from web.route_table import RouteInfo, Routes
+from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
@@ -65,9 +65,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
     domain = controller.domain
     resource = controller.registry[KIND]
 
-    def add(method: str, path: str, operation_id: str, summary: str, handler: Any, **doc: Any) -> None:
-        routes.add(bp, RouteInfo(api, method, path, operation_id, "Current API Session", access=Access.SESSION,
-                                 summary=summary, **doc), handler)
+    group = RouteGroup(routes, bp, api, tag="Current API Session", access=Access.SESSION)
 
     async def list_certificates() -> Response:
         session = current_session()
@@ -78,7 +76,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
 
     async def create_certificate() -> Response:
         session = current_session()
-        return created(await create_session_certificate(controller, session, await _csr_from_body()))
+        return created(await create_session_certificate(controller, session.id, await _csr_from_body()))
 
     async def detail_certificate(id: str) -> Response:
         session = current_session()
@@ -87,15 +85,18 @@ def register(bp: Blueprint, routes: Routes, controller: Controller, api: str) ->
 
     async def delete_certificate(id: str) -> Response:
         session = current_session()
-        await delete_session_certificate(controller, session, id)
+        await delete_session_certificate(controller, session.id, id)
         return empty()
 
-    add("GET", f"/{PATH}", "listCurrentApiSessionCertificates", "List the current API session's certificates",
-        list_certificates, paged=True, data={"type": "array", "items": _DETAIL})
-    add("POST", f"/{PATH}", "createCurrentApiSessionCertificate",
-        "Issue a short-lived certificate for a CSR, bound to the current API session", create_certificate,
-        body=CREATE_SCHEMA, status=201, data=_CREATED)
-    add("GET", f"/{PATH}/{{id}}", "detailCurrentApiSessionCertificate", "Show one of the current API session's "
-        "certificates", detail_certificate, data=_DETAIL)
-    add("DELETE", f"/{PATH}/{{id}}", "deleteCurrentApiSessionCertificate", "Remove one of the current API "
-        "session's certificates", delete_certificate)
+    group.add("GET", f"/{PATH}", "listCurrentApiSessionCertificates", list_certificates,
+              summary="List the current API session's certificates", paged=True,
+              data={"type": "array", "items": _DETAIL})
+    group.add("POST", f"/{PATH}", "createCurrentApiSessionCertificate", create_certificate,
+              summary="Issue a short-lived certificate for a CSR, bound to the current API session", body=CREATE_SCHEMA,
+              status=201, data=_CREATED)
+    group.add("GET", f"/{PATH}/{{id}}", "detailCurrentApiSessionCertificate", detail_certificate,
+              summary="Show one of the current API session's "
+        "certificates", data=_DETAIL)
+    group.add("DELETE", f"/{PATH}/{{id}}", "deleteCurrentApiSessionCertificate", delete_certificate,
+              summary="Remove one of the current API "
+        "session's certificates")
