@@ -66,11 +66,16 @@ class Field:
         schema: JSON schema of the value (without nullability).
         required: modes in which a request must carry the field.
         writable: modes in which a request may carry it; others ignore it silently, as the reference does.
-        default: value stored on create when absent (a callable is called for a fresh value).
+        default: value stored on create when absent (a callable is called for a fresh value). For a field a
+            create must carry, the value to offer when the user gives none (the admin CLI fills it in).
         nullable: a request may send null (stored as null; in PATCH null clears the field).
         ref: kind whose id this field holds; checked on write, shown as an entity ref named ``ref_name``.
         ref_name: wire name of the entity ref rendered beside the id (``authPolicy`` for ``authPolicyId``).
         roles: kind whose entities this role-selector list selects (``#attr``, ``@id``, ``#all``).
+        ids_of: kind whose ids the value holds beyond a single ``ref``: the items of an id list (a service's
+            ``configs``) or the keys of a map keyed by id (``serviceHostingCosts``). The generic write path does
+            not check these (the kind's hooks do what the API does with them); clients that write names for ids
+            (the admin CLI, the model file) translate them.
         filter: the filter type when the field is filterable; None when not.
         unique: at most one row of the kind has each non-null value.
         indexed_set: the list's elements are indexed (role attributes), so filters and selectors need no scan.
@@ -90,6 +95,7 @@ class Field:
     ref: str | None = None
     ref_name: str | None = None
     roles: str | None = None
+    ids_of: str | None = None
     filter: FieldType | None = None
     unique: bool = False
     indexed_set: bool = False
@@ -119,6 +125,10 @@ class Variants:
             if value == variant.value or value in variant.aliases:
                 return variant
         return None
+
+    def values(self) -> tuple[str, ...]:
+        """Every discriminator value a request may carry: each variant's own, then the aliases."""
+        return (*(v.value for v in self.variants), *(alias for v in self.variants for alias in v.aliases))
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +187,8 @@ class Resource:
         op_name: operationId stem: ``ServicePolicy`` gives listServicePolicies, createServicePolicy, ...
         op_plural: plural stem for the list operation (``ServicePolicies``).
         tag: OpenAPI tag.
-        fields: the common fields (``id``, ``createdAt``, ``updatedAt``, ``tags`` are added for every kind).
+        fields: the common fields (``id``, ``createdAt``, ``updatedAt``, ``tags`` are added for every kind), in the
+            order answers, the OpenAPI document and the admin CLI's model file show them.
         variants: discriminated extra fields.
         operations: which of list/create/detail/update/patch/delete exist.
         associations: ``GET /{kind}/{id}/{path}`` lists.
@@ -198,6 +209,8 @@ class Resource:
             delete): what the OpenAPI document promises; the hooks decide.
         presented: JSON schemas of the fields the ``present`` hook adds to answers or whose stored value it
             replaces there; the OpenAPI document shows these instead of the stored fields' schemas.
+        create_schema: the body schema of ``POST /{kind}`` when a route of the kind's own serves it in place of
+            the standard create (``operations`` then lacks ``create``): enrollments.
     """
 
     kind: str
@@ -221,6 +234,7 @@ class Resource:
     indexes: tuple[tuple[str, ...], ...] = ()
     errors: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     presented: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    create_schema: Mapping[str, Any] | None = None
 
     # Every write and every presented row asks for all_fields(): derived once, when the spec is made.
     _all_fields: tuple[Field, ...] = field(init=False, repr=False, compare=False, default=())
@@ -245,6 +259,17 @@ class Resource:
         """The fields that name other rows: references (``ref``) and role lists (``roles``), in
         :meth:`all_fields` order."""
         return self._linked_fields
+
+    @property
+    def creatable(self) -> bool:
+        """``POST /{kind}`` exists: the standard create, or the kind's own (``create_schema``)."""
+        return "create" in self.operations or self.create_schema is not None
+
+    def variant_of(self, name: str) -> Variant | None:
+        """The variant whose extra fields include ``name`` (None for a field every row has)."""
+        if self.variants is None or any(f.name == name for f in (*COMMON_FIELDS, *self.fields)):
+            return None
+        return next((v for v in self.variants.variants if any(f.name == name for f in v.fields)), None)
 
     def fields_for(self, variant: Variant | None) -> tuple[Field, ...]:
         """The fields a request body of the given variant may carry (common fields excluded)."""
