@@ -18,16 +18,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from controller.admin.admin_client import AdminClient, AdminError, ConnectionProblem
-from controller.admin.export import DEFAULT_AUTH_POLICY_ID, Current
-from controller.admin.model_file import KIND_ORDER, Entity, FieldSpec, Model, ModelError, entity_fields
+from controller.admin.export import Current
+from controller.admin.model_format import KIND_ORDER, KINDS, Entity, FieldSpec, Model, entity_fields
+from controller.admin.model_values import ModelError
+from controller.admin.specs import REGISTRY, words
 
 __all__ = ["ApplyFailed", "Change", "FieldChange", "Plan", "execute", "plan", "wire_body"]
 
 Action = Literal["create", "update", "delete"]
 
-_SINGULAR = {"config-types": "config type", "configs": "config", "posture-checks": "posture check",
-             "services": "service", "identities": "identity", "edge-routers": "edge router",
-             "auth-policies": "auth policy"}
 _SIGN = {"create": "+", "update": "~", "delete": "-"}
 
 
@@ -110,16 +109,17 @@ def _check_references(kind: str, entity: Entity, available: Mapping[str, set[str
             if name in available.get(f.ref, set()):
                 continue
             why = " (--prune deletes it: the file does not define it)" if name in deleted.get(f.ref, set()) else ""
-            raise ModelError(f"{kind} {entity['name']!r}: {f.name}: no {_SINGULAR.get(f.ref, f.ref)} named "
+            raise ModelError(f"{kind} {entity['name']!r}: {f.name}: no {words(REGISTRY[f.ref].singular)} named "
                              f"{name!r}{why}")
 
 
-def _with_default_policy(entity: Entity, current: Current) -> Entity:
-    """An identity naming the default auth policy says what leaving ``authPolicy`` out says."""
-    policy = entity.get("authPolicy")
-    if policy is not None and current.ids.get("auth-policies", {}).get(policy) == DEFAULT_AUTH_POLICY_ID:
-        return {**entity, "authPolicy": None}
-    return entity
+def _without_default_references(kind: str, entity: Entity, current: Current) -> Entity:
+    """Naming the row a reference has by default (an identity's default auth policy) says what leaving the
+    reference out says."""
+    cleared = {f.name: None for f in entity_fields(kind, entity) if f.default_id is not None and f.ref is not None
+               and entity.get(f.name) is not None
+               and current.ids.get(f.ref, {}).get(entity[f.name]) == f.default_id}
+    return {**entity, **cleared} if cleared else entity
 
 
 def _update(kind: str, desired: Entity, existing: Entity) -> Change | None:
@@ -169,8 +169,7 @@ def plan(desired: Model, current: Current, *, prune: bool = False) -> Plan:
         for name in sorted(desired.get(kind, {})):
             entity = desired[kind][name]
             _check_references(kind, entity, available, deleted)
-            if kind == "identities":
-                entity = _with_default_policy(entity, current)
+            entity = _without_default_references(kind, entity, current)
             if name not in existing:
                 changes.append(Change("create", kind, name, entity))
             elif (update := _update(kind, entity, existing[name])) is not None:
@@ -198,9 +197,9 @@ def wire_body(kind: str, entity: Entity, fields: Iterable[FieldSpec], resolve: C
     body: dict[str, Any] = {}
     for f in fields:
         value = entity.get(f.name)
-        if f.name == "enroll":
-            if creating and value == "ott":
-                body["enrollment"] = {"ott": True}
+        if not f.compared:  # a request only a create reads (``enroll``)
+            if creating and value is not None:
+                body[f.wire_name] = f.write(value) if f.write is not None else value
             continue
         if value is not None and f.ref is not None:
             target = f.ref
@@ -264,7 +263,9 @@ def execute(client: AdminClient, the_plan: Plan, current: Current,
                 ids.setdefault(change.kind, {})[change.name] = client.create(change.kind, body)
             else:
                 assert change.entity is not None
-                names = {c.field for c in change.fields} | ({"typeId"} if change.kind == "posture-checks" else set())
+                # A PATCH names the entity's variant, whose fields it may carry.
+                discriminator = KINDS[change.kind].discriminator
+                names = {c.field for c in change.fields} | ({discriminator} if discriminator is not None else set())
                 fields = [f for f in entity_fields(change.kind, change.entity) if f.name in names]
                 client.update(change.kind, ids[change.kind][change.name],
                               wire_body(change.kind, change.entity, fields, resolve, creating=False))

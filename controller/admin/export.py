@@ -24,17 +24,19 @@ from typing import Any
 import yaml
 
 from controller.admin.admin_client import AdminClient
-from controller.admin.model_file import KIND_ORDER, REQUIRED, Entity, Model, entity_fields
+from controller.admin.model_format import (
+    KIND_ORDER,
+    KINDS,
+    LOOKUP_KINDS,
+    REQUIRED,
+    Entity,
+    FieldSpec,
+    Model,
+    entity_fields,
+)
 from controller.resources.seeded_config_types import SEEDED_CONFIG_TYPES
 
-__all__ = ["BUILTIN", "DEFAULT_AUTH_POLICY_ID", "LOOKUP_KINDS", "Current", "current_from_rows", "dump_model",
-           "read_current"]
-
-DEFAULT_AUTH_POLICY_ID = "default"
-"""The id of the auth policy an identity has when none is named (the file's ``authPolicy`` left out)."""
-
-LOOKUP_KINDS: tuple[str, ...] = ("edge-routers", "auth-policies")
-"""Kinds the file refers to by name without defining them."""
+__all__ = ["BUILTIN", "Current", "current_from_rows", "dump_model", "read_current"]
 
 BUILTIN: Model = {"config-types": {str(seeded["name"]): {"name": seeded["name"], "schema": seeded["schema"], "tags": {}}
                                    for seeded in SEEDED_CONFIG_TYPES}}
@@ -47,7 +49,8 @@ class Current:
 
     Attributes:
         entities: the operator's entities (including built-in ones) by kind and name, canonical.
-        ids: every named row's id by kind and name, for the model's kinds and :data:`LOOKUP_KINDS`.
+        ids: every named row's id by kind and name, for the model's kinds and the kinds it looks up
+            (:data:`controller.admin.model_format.LOOKUP_KINDS`).
         reserved: names per kind of rows the controller owns (the default admin...): referable, never defined.
         builtin: the seeded form of built-in rows per kind and name: never pruned, exported only when changed.
     """
@@ -73,27 +76,26 @@ def _name_of(names: Mapping[str, str], row_id: str) -> str:
     return names.get(row_id, row_id)
 
 
-def _read_value(spec_name: str, kind: str, row: Mapping[str, Any]) -> Any:
-    if kind == "identities" and spec_name == "type":
-        return row.get("typeId", "Default")  # ``type`` is presented as a reference to the identity type
-    if kind == "identities" and spec_name == "enroll":
-        return "ott" if (row.get("enrollment") or {}).get("ott") else None
-    return row.get(spec_name)
+def _read_value(f: FieldSpec, row: Mapping[str, Any]) -> Any:
+    if f.read is not None:
+        return f.read(row)
+    return row.get(f.answered_as or f.wire_name)
 
 
 def _entity(kind: str, row: Mapping[str, Any], names: Mapping[str, Mapping[str, str]]) -> Entity:
     """The canonical entity of one API row."""
     entity: Entity = {"name": row["name"]}
-    if kind == "posture-checks":
-        entity["typeId"] = row.get("typeId")
+    discriminator = KINDS[kind].discriminator
+    if discriminator is not None:
+        entity[discriminator] = row.get(discriminator)
     for f in entity_fields(kind, entity):
         if f.name in entity:
             continue
-        value = _read_value(f.wire_name if f.ref_style == "name" else f.name, kind, row)
+        value = _read_value(f, row)
         targets = names.get(f.ref or "", {})
         if f.ref_style == "name":
-            value = None if value in (None, "") or (
-                f.ref == "auth-policies" and value == DEFAULT_AUTH_POLICY_ID) else _name_of(targets, str(value))
+            # The id the API stores for a reference left out reads as leaving it out.
+            value = None if value in (None, "", f.default_id) else _name_of(targets, str(value))
         elif f.ref_style == "names":
             value = sorted({_name_of(targets, str(item)) for item in value or []})
         elif f.ref_style == "roles":
@@ -101,12 +103,12 @@ def _entity(kind: str, row: Mapping[str, Any], names: Mapping[str, Mapping[str, 
                             for role in value or []})
         elif f.ref_style == "keys":
             value = {_name_of(targets, key): item for key, item in (value or {}).items()}
-        elif f.name == "roleAttributes":
+        elif f.is_set:
             value = sorted(set(value or []))
         elif value is None and f.default is not REQUIRED:
             value = f.default_value()  # a null map or list reads as the empty one, as the API treats it
-        elif f.name == "externalId":
-            value = value or None
+        elif value == "" and f.default is None:
+            value = None  # an empty text where null is the default (externalId) reads as null, as the API stores it
         entity[f.name] = value
     return entity
 
@@ -120,7 +122,8 @@ def current_from_rows(rows: Mapping[str, list[dict[str, Any]]], builtin: Model =
 
     Args:
         rows: the list rows (as the Management API presents them) of every kind of
-            :data:`controller.admin.model_file.KIND_ORDER` and :data:`LOOKUP_KINDS`; a missing kind has no rows.
+            :data:`controller.admin.model_format.KIND_ORDER` and :data:`~controller.admin.model_format.LOOKUP_KINDS`;
+            a missing kind has no rows.
         builtin: the seeded form of the built-in rows (canonical entities by kind and name), :data:`BUILTIN` unless
             given; see the module docstring.
 
@@ -160,8 +163,8 @@ def _sorted_keys(value: Any) -> Any:
 
 
 def _without_empty(value: Any) -> Any:
-    """A process or OS spec without its empty optional parts (``hashes: []``, ``signerFingerprint: ""``,
-    ``versions: []``)."""
+    """A variant's field without the empty optional parts its kind's rule fills in (a process's ``hashes: []``
+    and ``signerFingerprint: ""``, an OS's ``versions: []``)."""
     if isinstance(value, dict):
         return {key: item for key, item in value.items() if item not in ([], "")}
     if isinstance(value, list):
@@ -187,7 +190,7 @@ def _file_entity(kind: str, entity: Entity) -> dict[str, Any]:
         value = entity.get(f.name)
         if f.name != "name" and (value is None or (f.default is not REQUIRED and value == f.default)):
             continue
-        if f.name in ("process", "processes", "operatingSystems"):
+        if f.normalized:
             value = _without_empty(value)
         out[f.name] = _sorted_keys(value) if isinstance(value, dict) else value
     return out

@@ -18,11 +18,13 @@ from typing import Any
 import click
 
 from controller.admin.admin_client import AdminClient
+from controller.check_types.bodies import OS_TYPES
 
-__all__ = ["OS_TYPES", "Converter", "Flag", "FlagContext", "as_list", "enrollment", "json_document",
+__all__ = ["ENROLL_METHODS", "Converter", "Flag", "FlagContext", "as_list", "enrollment", "json_document",
            "operating_systems", "processes", "reference", "references", "roles", "tags", "text", "text_or_file"]
 
-OS_TYPES = ("Windows", "WindowsServer", "Android", "iOS", "Linux", "macOS")
+ENROLL_METHODS = ("ott", "updb")
+"""The enrolments :func:`enrollment` makes: the methods of an identity's ``enrollment`` request it can fill in."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,6 @@ Converter = Callable[[Any, FlagContext], Any]
 def text(value: Any, _context: FlagContext) -> Any:
     """The value unchanged."""
     return value
-
 
 
 @dataclass(frozen=True)

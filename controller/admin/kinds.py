@@ -1,38 +1,47 @@
-"""Every Management API kind the admin CLI knows: its path, table columns, and create/update flags.
+"""Every Management API kind the admin CLI knows: its path, table columns, and create/update flags, derived from
+the controller's resource specs and the CLI's presentation table (``controller/admin/cli_table.py``).
 
-Declared once here; the CLI's verbs are derived from this table (``list``/``show``/``delete`` take any kind, ``create``
-and ``update`` have one subcommand per writable kind with its flags). Kinds are named by their path segment
-(``service-policies``) or its singular (``service-policy``).
+The CLI's verbs are derived from these kinds (``list``/``show``/``delete`` take any kind, ``create`` and ``update``
+have one subcommand per creatable or updatable kind, with its flags). Kinds are named by their path segment
+(``service-policies``) or its singular (``service-policy``). What the specs say is read from them: which operations
+exist, the singular name, whether rows are named, a flag's choices, type and conversion of names to ids, its variant,
+and the values a create fills in for required fields the user leaves out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import click
 
+from controller.admin.cli_table import TABLE, FlagText, KindText
 from controller.admin.flags import (
-    OS_TYPES,
+    Converter,
     Flag,
     as_list,
-    enrollment,
     json_document,
-    operating_systems,
-    processes,
     reference,
     references,
     roles,
-    text_or_file,
+    text,
 )
 from controller.admin.output import Column
+from controller.admin.specs import (
+    REGISTRY,
+    default_value,
+    enum_of,
+    json_type,
+    request_field,
+    schema_at,
+    words,
+)
+from controller.model.registry import Registry
+from controller.model.spec import CREATE_ONLY, MISSING, Field, Mode, Resource
 
-__all__ = ["KINDS", "POSTURE_CHECK_TYPES", "Kind", "find_kind"]
-
-POSTURE_CHECK_TYPES = ("OS", "MAC", "DOMAIN", "PROCESS", "PROCESS_MULTI", "MFA")
-_SEMANTIC = click.Choice(["AllOf", "AnyOf"])
+__all__ = ["KINDS", "Kind", "derive_kinds", "find_kind"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,8 @@ class Kind:
         creatable: ``POST /{path}`` exists.
         updatable: ``PATCH /{path}/{id}`` exists.
         deletable: ``DELETE /{path}/{id}`` exists.
-        create_defaults: values of fields the API requires on create that have an obvious default.
+        create_defaults: what a create sends for the fields the API requires that the user left out: the
+            spec's default of each (a policy's ``semantic: AllOf``).
         discriminator: the field choosing the kind's variant (posture checks' ``typeId``); PATCH must repeat it.
     """
 
@@ -68,254 +78,129 @@ class Kind:
         return next((flag for flag in self.flags if flag.name == name), None)
 
 
-def _role_attributes() -> Flag:
-    return Flag("role-attributes", "roleAttributes", "role attributes, comma-separated (an empty text clears them)",
-                as_list, metavar="A,B")
+def _shown(value: Any) -> str | None:
+    """A default as help shows it, or None for one not worth saying (null, empty)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str | int) and value != "":
+        return str(value)
+    return None
 
 
-def _roles(name: str, wire: str, kind: str) -> Flag:
-    return Flag(name, wire, f"{kind} roles, comma-separated: #attribute, #all, @id or @name", roles(kind),
-                metavar="ROLES")
+def _help(resource: Resource, f: Field, schema: Mapping[str, Any], entry: FlagText, nested: bool,
+          default: Any) -> str:
+    """The flag's help: the table's text, then the spec's facts about the field."""
+    if entry.help is not None:
+        said = entry.help
+    elif f.roles is not None:
+        said = f"{f.roles} roles, comma-separated: #attribute, #all, @id or @name"
+    else:
+        said = words(f.name)
+    notes = []
+    if json_type(schema) == "integer" and "minimum" in schema and "maximum" in schema:
+        notes.append(f"{schema['minimum']} to {schema['maximum']}")
+    given = default is not MISSING and default is not None
+    if given and not nested and f.ref is None and (shown := _shown(default)) is not None:
+        notes.append(f"default: {shown}")  # an id or an empty list is not worth saying
+    elif not given and not nested and Mode.CREATE in f.required and resource.creatable:
+        notes.append("required on create")
+    if not nested and f.writable == CREATE_ONLY and "patch" in resource.operations:
+        notes.append("create only")
+    variant = resource.variant_of(entry.field.split(".")[0])
+    prefix = f"[{variant.value}] " if variant is not None else ""
+    return prefix + said + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def _semantic() -> Flag:
-    return Flag("semantic", "semantic", "how the roles combine: AllOf or AnyOf (AllOf)", kind=_SEMANTIC)
+def _convert(f: Field, schema: Mapping[str, Any], nested: bool) -> Converter:
+    kind = json_type(schema)
+    if f.ref is not None and not nested:
+        return reference(f.ref)
+    if f.roles is not None:
+        return roles(f.roles)
+    if f.ids_of is not None and kind == "array":
+        return references(f.ids_of)
+    if kind == "array":
+        return as_list
+    if kind == "object":
+        return json_document
+    return text
 
 
-def _variant(names: str, flag: Flag) -> Flag:
-    return Flag(flag.name, flag.field, f"[{names}] {flag.help}", flag.convert, flag.metavar, flag.kind, flag.switch,
-                flag.multiple, frozenset(names.split(",")))
+def _flag(resource: Resource, entry: FlagText, defaults: Mapping[str, Any]) -> Flag:
+    head, _, inner = entry.field.partition(".")
+    found = request_field(resource, head)
+    schema = schema_at(found[0].schema, inner) if found is not None else None
+    if found is None or schema is None:
+        raise ValueError(f"{resource.kind}: flag --{entry.name} names {entry.field}, which no request carries")
+    f, variant = found
+    nested = bool(inner)
+    default = defaults.get(f.name, default_value(f))
+    kind: click.ParamType[Any, Any] | None = None
+    choices = entry.choices or enum_of(schema)
+    if choices is not None:
+        kind = click.Choice(list(choices))
+    elif json_type(schema) == "integer":
+        kind = click.INT
+    metavar = entry.metavar
+    if metavar is None and entry.convert is None:
+        metavar = "ROLES" if f.roles else "JSON|@FILE" if json_type(schema) == "object" else None
+    return Flag(entry.name, entry.field, _help(resource, f, schema, entry, nested, default),
+                entry.convert or _convert(f, schema, nested), metavar, kind,
+                switch=json_type(schema) == "boolean" and entry.convert is None, multiple=entry.multiple,
+                variants=frozenset({variant.value}) if variant is not None else frozenset())
 
 
-_POLICY_DEFAULTS = MappingProxyType({"semantic": "AllOf"})
+def _create_defaults(resource: Resource) -> dict[str, Any]:
+    """The fields a create must carry whose spec has a value for them (a policy's ``semantic``), with it."""
+    defaults = {}
+    for f in resource.fields:
+        found = request_field(resource, f.name)
+        if found is not None and Mode.CREATE in found[0].required:
+            value = default_value(f)
+            if value is not MISSING and value is not None:
+                defaults[f.name] = value
+    return defaults
 
-_IDENTITIES = Kind(
-    "identities", "identity",
-    (("id", "id"), ("name", "name"), ("type", "typeId"), ("admin", "isAdmin"), ("roles", "roleAttributes"),
-     ("auth policy", "authPolicy")),
-    (Flag("type", "type", "identity type (Default)",
-          kind=click.Choice(["User", "Device", "Service", "Router", "Default"])),
-     Flag("admin", "isAdmin", "administrator (no)", switch=True),
-     _role_attributes(),
-     Flag("auth-policy", "authPolicyId", "auth policy, by id or name", reference("auth-policies"), "POLICY"),
-     Flag("external-id", "externalId", "external id matched by certificate or JWT login", metavar="ID"),
-     Flag("enroll", "enrollment", "create an enrolment: ott (one-time token) or updb (password, for the name)",
-          enrollment, kind=click.Choice(["ott", "updb"]))),
-    create_defaults=MappingProxyType({"type": "Default", "isAdmin": False}),
-)
 
-_SERVICES = Kind(
-    "services", "service",
-    (("id", "id"), ("name", "name"), ("encryption", "encryptionRequired"), ("roles", "roleAttributes"),
-     ("configs", "configs"), ("strategy", "terminatorStrategy")),
-    (Flag("configs", "configs", "configs, comma-separated ids or names", references("configs"), "CONFIGS"),
-     _role_attributes(),
-     Flag("encryption-required", "encryptionRequired", "end-to-end encryption required (yes; create only)",
-          switch=True),
-     Flag("terminator-strategy", "terminatorStrategy", "terminator strategy (smartrouting)", metavar="NAME"),
-     Flag("max-idle-time-millis", "maxIdleTimeMillis", "idle milliseconds before a circuit closes", kind=click.INT)),
-    create_defaults=MappingProxyType({"encryptionRequired": True}),
-)
+def _kind(resource: Resource, shown: KindText) -> Kind:
+    named = resource.field("name") is not None
+    defaults = _create_defaults(resource) if resource.creatable else {}
+    return Kind(
+        path=resource.kind,
+        singular=words(resource.singular).replace(" ", "-"),
+        columns=shown.columns,
+        flags=tuple(_flag(resource, flag, defaults) for flag in shown.flags),
+        named=named,
+        creatable=resource.creatable,
+        updatable="patch" in resource.operations,
+        deletable="delete" in resource.operations,
+        create_defaults=MappingProxyType(defaults),
+        discriminator=resource.variants.discriminator if resource.variants is not None else None,
+    )
 
-_SERVICE_POLICIES = Kind(
-    "service-policies", "service-policy",
-    (("id", "id"), ("name", "name"), ("type", "type"), ("semantic", "semantic"), ("identities", "identityRoles"),
-     ("services", "serviceRoles"), ("posture checks", "postureCheckRoles")),
-    (Flag("type", "type", "Dial or Bind (required on create)", kind=click.Choice(["Dial", "Bind"])),
-     _semantic(),
-     _roles("identity-roles", "identityRoles", "identities"),
-     _roles("service-roles", "serviceRoles", "services"),
-     _roles("posture-check-roles", "postureCheckRoles", "posture-checks")),
-    create_defaults=_POLICY_DEFAULTS,
-)
 
-_EDGE_ROUTER_POLICIES = Kind(
-    "edge-router-policies", "edge-router-policy",
-    (("id", "id"), ("name", "name"), ("semantic", "semantic"), ("edge routers", "edgeRouterRoles"),
-     ("identities", "identityRoles")),
-    (_semantic(),
-     _roles("edge-router-roles", "edgeRouterRoles", "edge-routers"),
-     _roles("identity-roles", "identityRoles", "identities")),
-    create_defaults=_POLICY_DEFAULTS,
-)
+def derive_kinds(registry: Registry, table: Iterable[KindText] = TABLE) -> tuple[Kind, ...]:
+    """The CLI's kinds: every kind of ``registry`` with a list operation, presented as ``table`` says (in its
+    order, then the kinds it lacks with the columns id and name and no flags).
 
-_SERVICE_EDGE_ROUTER_POLICIES = Kind(
-    "service-edge-router-policies", "service-edge-router-policy",
-    (("id", "id"), ("name", "name"), ("semantic", "semantic"), ("edge routers", "edgeRouterRoles"),
-     ("services", "serviceRoles")),
-    (_semantic(),
-     _roles("edge-router-roles", "edgeRouterRoles", "edge-routers"),
-     _roles("service-roles", "serviceRoles", "services")),
-    create_defaults=_POLICY_DEFAULTS,
-)
+    Raises:
+        ValueError: the table names a kind that is not listable, or a flag names a field no request carries.
+    """
+    listable = [resource for resource in registry.resources.values() if "list" in resource.operations]
+    texts = {entry.path: entry for entry in table}
+    unknown = set(texts) - {resource.kind for resource in listable}
+    if unknown:
+        raise ValueError(f"the CLI's table names kinds the controller does not list: {sorted(unknown)}")
+    ordered = [*(registry[path] for path in texts), *(r for r in listable if r.kind not in texts)]
+    return tuple(_kind(resource, texts.get(resource.kind) or _plain(resource)) for resource in ordered)
 
-_ROUTER_FLAGS = (
-    Flag("cost", "cost", "routing cost, 0 to 65535", kind=click.INT),
-    Flag("no-traversal", "noTraversal", "carry no traffic between other routers", switch=True),
-    Flag("disabled", "disabled", "disabled", switch=True),
-)
 
-_EDGE_ROUTERS = Kind(
-    "edge-routers", "edge-router",
-    (("id", "id"), ("name", "name"), ("online", "isOnline"), ("verified", "isVerified"), ("roles", "roleAttributes"),
-     ("tunneler", "isTunnelerEnabled")),
-    (_role_attributes(), Flag("tunneler-enabled", "isTunnelerEnabled", "the router hosts a tunneler", switch=True),
-     *_ROUTER_FLAGS),
-)
+def _plain(resource: Resource) -> KindText:
+    """The presentation of a kind the table lacks: its id and name, no flags."""
+    return KindText(resource.kind, (("id", "id"), *((("name", "name"),) if resource.field("name") else ())))
 
-_ROUTERS = Kind(
-    "routers", "router",
-    (("id", "id"), ("name", "name"), ("online", "isOnline"), ("verified", "isVerified"), ("cost", "cost")),
-    _ROUTER_FLAGS,
-)
 
-_CONFIGS = Kind(
-    "configs", "config",
-    (("id", "id"), ("name", "name"), ("config type", "configType")),
-    (Flag("config-type", "configTypeId", "config type, by id or name (required on create)",
-          reference("config-types"), "TYPE"),
-     Flag("data", "data", "the config's data: JSON or @FILE (required on create)", json_document, "JSON|@FILE")),
-)
-
-_CONFIG_TYPES = Kind(
-    "config-types", "config-type",
-    (("id", "id"), ("name", "name")),
-    (Flag("schema", "schema", "JSON schema of the configs of this type: JSON or @FILE", json_document,
-          "JSON|@FILE"),),
-)
-
-_POSTURE_CHECKS = Kind(
-    "posture-checks", "posture-check",
-    (("id", "id"), ("name", "name"), ("type", "typeId"), ("roles", "roleAttributes")),
-    (Flag("type", "typeId", "check type (required on create)", kind=click.Choice(POSTURE_CHECK_TYPES)),
-     _role_attributes(),
-     _variant("OS", Flag("os", "operatingSystems", "TYPE[:VERSION,...], repeatable (Windows:>=10.0.19041)",
-                         operating_systems, "TYPE[:VERSIONS]", multiple=True)),
-     _variant("MAC", Flag("mac-addresses", "macAddresses", "MAC addresses, comma-separated", as_list, "MACS")),
-     _variant("DOMAIN", Flag("domains", "domains", "Windows domains, comma-separated", as_list, "DOMAINS")),
-     _variant("PROCESS", Flag("os-type", "process.osType", "the process's OS type",
-                              kind=click.Choice(OS_TYPES))),
-     _variant("PROCESS", Flag("path", "process.path", "the process's executable path", metavar="PATH")),
-     _variant("PROCESS", Flag("hashes", "process.hashes", "accepted SHA-256 hashes of the executable, comma-separated",
-                              as_list, "HASHES")),
-     _variant("PROCESS", Flag("signer-fingerprint", "process.signerFingerprint",
-                              "SHA-1 fingerprint of the signing certificate", metavar="FINGERPRINT")),
-     _variant("PROCESS_MULTI", Flag("process", "processes",
-                                    "OSTYPE:PATH[|hashes=H,...][|signers=F,...], repeatable", processes,
-                                    "SPEC", multiple=True)),
-     _variant("PROCESS_MULTI", Flag("semantic", "semantic", "which processes must run: AllOf or AnyOf",
-                                    kind=_SEMANTIC)),
-     _variant("MFA", Flag("timeout-seconds", "timeoutSeconds", "seconds an MFA pass lasts (-1: forever)",
-                          kind=click.INT)),
-     _variant("MFA", Flag("prompt-on-wake", "promptOnWake", "ask for MFA again after the device wakes", switch=True)),
-     _variant("MFA", Flag("prompt-on-unlock", "promptOnUnlock", "ask for MFA again after an unlock", switch=True)),
-     _variant("MFA", Flag("ignore-legacy-endpoints", "ignoreLegacyEndpoints",
-                          "do not time out endpoints too old to report wake and unlock", switch=True))),
-    discriminator="typeId",
-)
-
-_AUTHENTICATORS = Kind(
-    "authenticators", "authenticator",
-    (("id", "id"), ("method", "method"), ("identity", "identity"), ("username", "username"),
-     ("fingerprint", "fingerprint")),
-    (Flag("identity", "identityId", "the identity, by id or name (create only)", reference("identities"),
-          "IDENTITY"),
-     Flag("method", "method", "updb or cert (create only)", kind=click.Choice(["updb", "cert"])),
-     Flag("username", "username", "login name (updb)", metavar="NAME"),
-     Flag("password", "password", "password (updb)", metavar="PASSWORD"),
-     Flag("cert-pem", "certPem", "certificate PEM or @FILE (cert)", text_or_file, "PEM|@FILE")),
-    named=False,
-)
-
-_ENROLLMENTS = Kind(
-    "enrollments", "enrollment",
-    (("id", "id"), ("method", "method"), ("identity", "identity"), ("expires", "expiresAt")),
-    (Flag("identity", "identityId", "the identity, by id or name", reference("identities"), "IDENTITY"),
-     Flag("method", "method", "ott, ottca or updb", kind=click.Choice(["ott", "ottca", "updb"])),
-     Flag("ca", "caId", "the CA of an ottca enrolment, by id or name", reference("cas"), "CA"),
-     Flag("username", "username", "the username of an updb enrolment", metavar="NAME"),
-     Flag("expires-at", "expiresAt", "when the enrolment expires (RFC 3339)", metavar="TIME")),
-    named=False, updatable=False,
-)
-
-_CAS = Kind(
-    "cas", "ca",
-    (("id", "id"), ("name", "name"), ("verified", "isVerified"), ("auth", "isAuthEnabled"),
-     ("auto enrol", "isAutoCaEnrollmentEnabled"), ("ott enrol", "isOttCaEnrollmentEnabled")),
-    (Flag("cert-pem", "certPem", "the CA certificate: PEM or @FILE (create only)", text_or_file, "PEM|@FILE"),
-     Flag("identity-roles", "identityRoles", "role attributes given to the identities it enrols, comma-separated",
-          as_list, "A,B"),
-     Flag("auth-enabled", "isAuthEnabled", "its certificates may log in (yes)", switch=True),
-     Flag("auto-ca-enrollment", "isAutoCaEnrollmentEnabled", "enrol unknown certificates on first login (no)",
-          switch=True),
-     Flag("ott-ca-enrollment", "isOttCaEnrollmentEnabled", "allow ottca enrolments (no)", switch=True),
-     Flag("identity-name-format", "identityNameFormat", "name of auto-enrolled identities", metavar="FORMAT")),
-    create_defaults=MappingProxyType({"identityRoles": [], "isAuthEnabled": True, "isAutoCaEnrollmentEnabled": False,
-                                      "isOttCaEnrollmentEnabled": False}),
-)
-
-_EXTERNAL_JWT_SIGNERS = Kind(
-    "external-jwt-signers", "external-jwt-signer",
-    (("id", "id"), ("name", "name"), ("issuer", "issuer"), ("audience", "audience"), ("enabled", "enabled")),
-    (Flag("issuer", "issuer", "the tokens' iss claim (required on create)", metavar="ISSUER"),
-     Flag("audience", "audience", "the tokens' aud claim (required on create)", metavar="AUDIENCE"),
-     Flag("enabled", "enabled", "tokens of this signer may log in (yes)", switch=True),
-     Flag("cert-pem", "certPem", "the signing certificate: PEM or @FILE", text_or_file, "PEM|@FILE"),
-     Flag("jwks-endpoint", "jwksEndpoint", "URL of the signer's key set", metavar="URL"),
-     Flag("kid", "kid", "key id of the certificate", metavar="KID"),
-     Flag("claims-property", "claimsProperty", "claim naming the identity (sub)", metavar="CLAIM"),
-     Flag("use-external-id", "useExternalId", "match the claim to externalId instead of the id", switch=True),
-     Flag("external-auth-url", "externalAuthUrl", "where endpoints get tokens", metavar="URL")),
-    create_defaults=MappingProxyType({"enabled": True}),
-)
-
-_TERMINATORS = Kind(
-    "terminators", "terminator",
-    (("id", "id"), ("service", "service"), ("router", "router"), ("binding", "binding"), ("address", "address"),
-     ("cost", "cost")),
-    (Flag("service", "service", "the service, by id or name", reference("services"), "SERVICE"),
-     Flag("router", "router", "the router, by id or name", reference("routers"), "ROUTER"),
-     Flag("binding", "binding", "binding (transport, edge...)", metavar="BINDING"),
-     Flag("address", "address", "address the router dials", metavar="ADDRESS"),
-     Flag("cost", "cost", "cost, 0 to 65535", kind=click.INT),
-     Flag("precedence", "precedence", "default, required or failed",
-          kind=click.Choice(["default", "required", "failed"]))),
-    named=False,
-)
-
-_AUTH_POLICIES = Kind(
-    "auth-policies", "auth-policy",
-    (("id", "id"), ("name", "name"), ("updb", "primary.updb.allowed"), ("cert", "primary.cert.allowed"),
-     ("totp", "secondary.requireTotp")),
-    (Flag("primary", "primary", "the primary factors object: JSON or @FILE", json_document, "JSON|@FILE"),
-     Flag("secondary", "secondary", "the secondary factors object: JSON or @FILE", json_document, "JSON|@FILE")),
-)
-
-_API_SESSIONS = Kind(
-    "api-sessions", "api-session",
-    (("id", "id"), ("identity", "identity"), ("ip", "ipAddress"), ("last activity", "lastActivityAt"),
-     ("mfa", "isMfaComplete")),
-    named=False, creatable=False, updatable=False,
-)
-
-_SESSIONS = Kind(
-    "sessions", "session",
-    (("id", "id"), ("type", "type"), ("identity", "identity"), ("service", "service"), ("api session", "apiSessionId")),
-    named=False, creatable=False, updatable=False,
-)
-
-_IDENTITY_TYPES = Kind("identity-types", "identity-type", (("id", "id"), ("name", "name")),
-                       creatable=False, updatable=False, deletable=False)
-
-_POSTURE_CHECK_TYPES = Kind("posture-check-types", "posture-check-type",
-                            (("id", "id"), ("name", "name"), ("operating systems", "operatingSystems")),
-                            creatable=False, updatable=False, deletable=False)
-
-KINDS: tuple[Kind, ...] = (
-    _IDENTITIES, _SERVICES, _SERVICE_POLICIES, _EDGE_ROUTERS, _EDGE_ROUTER_POLICIES, _SERVICE_EDGE_ROUTER_POLICIES,
-    _ROUTERS, _CONFIGS, _CONFIG_TYPES, _POSTURE_CHECKS, _AUTHENTICATORS, _ENROLLMENTS, _CAS, _EXTERNAL_JWT_SIGNERS,
-    _TERMINATORS, _AUTH_POLICIES, _API_SESSIONS, _SESSIONS, _IDENTITY_TYPES, _POSTURE_CHECK_TYPES,
-)
+KINDS: tuple[Kind, ...] = derive_kinds(REGISTRY)
 """Every kind with a list operation in the Management API, in the order help lists them."""
 
 _BY_NAME = {name: kind for kind in KINDS for name in (kind.path, kind.singular)}

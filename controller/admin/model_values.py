@@ -9,6 +9,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from storage.rows import MAX_INT, MIN_INT
+
 __all__ = [
     "Check",
     "ModelError",
@@ -61,10 +63,16 @@ def boolean(value: Any, where: str) -> bool:
     return value
 
 
-def integer(minimum: int, maximum: int) -> Check:
+def integer(minimum: int | None = None, maximum: int | None = None) -> Check:
+    """Whole numbers within the bounds given, and within the 64 bits the controller stores in any case."""
+    low = MIN_INT if minimum is None else max(minimum, MIN_INT)
+    high = MAX_INT if maximum is None else min(maximum, MAX_INT)
+    bounds = f" from {minimum} to {maximum}" if minimum is not None and maximum is not None else (
+        f" of at least {minimum}" if minimum is not None else f" of at most {maximum}" if maximum is not None else "")
+
     def check(value: Any, where: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            raise fail(where, f"must be a whole number from {minimum} to {maximum}")
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise fail(where, f"must be a whole number{bounds}")
         return value
     return check
 
@@ -118,10 +126,11 @@ def mapping(value: Any, where: str) -> dict[str, Any]:
     return checked
 
 
-def map_of(check: Check) -> Check:
+def map_of(check: Check, keys: str) -> Check:
+    """A mapping whose keys are names of ``keys`` (``service``) and whose values pass ``check``."""
     def check_map(value: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise fail(where, "must be a mapping of service names")
+            raise fail(where, f"must be a mapping of {keys} names")
         return {entity_name(key, where): check(item, f"{where}.{key}") for key, item in value.items()}
     return check_map
 

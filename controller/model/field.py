@@ -71,11 +71,16 @@ class Field:
         schema: JSON schema of the value (without nullability).
         required: modes in which a request must carry the field.
         writable: modes in which a request may carry it; others ignore it silently, as the reference does.
-        default: value stored on create when absent (a callable is called for a fresh value).
+        default: value stored on create when absent (a callable is called for a fresh value). For a field a
+            create must carry, the value to offer when the user gives none (the admin CLI fills it in).
         nullable: a request may send null (stored as null; in PATCH null clears the field).
         ref: kind whose id this field holds; checked on write, shown as an entity ref named ``ref_name``.
         ref_name: wire name of the entity ref rendered beside the id (``authPolicy`` for ``authPolicyId``).
         roles: kind whose entities this role-selector list selects (``#attr``, ``@id``, ``#all``).
+        ids_of: kind whose ids the value holds beyond a single ``ref``: the items of an id list (a service's
+            ``configs``) or the keys of a map keyed by id (``serviceHostingCosts``). The generic write path does
+            not check these (the kind's hooks do what the API does with them); clients that write names for ids
+            (the admin CLI, the model file) translate them.
         filter: the filter type when the field is filterable; None when not.
         unique: at most one row of the kind has each non-null value.
         indexed_set: the list's elements are indexed (role attributes), so filters and selectors need no scan.
@@ -95,6 +100,7 @@ class Field:
     ref: str | None = None
     ref_name: str | None = None
     roles: str | None = None
+    ids_of: str | None = None
     filter: FieldType | None = None
     unique: bool = False
     indexed_set: bool = False
@@ -124,6 +130,10 @@ class Variants:
             if value == variant.value or value in variant.aliases:
                 return variant
         return None
+
+    def values(self) -> tuple[str, ...]:
+        """Every discriminator value a request may carry: each variant's own, then the aliases."""
+        return (*(v.value for v in self.variants), *(alias for v in self.variants for alias in v.aliases))
 
 
 TAGS_SCHEMA: Mapping[str, Any] = {

@@ -91,7 +91,8 @@ class Resource:
         op_name: operationId stem: ``ServicePolicy`` gives listServicePolicies, createServicePolicy, ...
         op_plural: plural stem for the list operation (``ServicePolicies``).
         tag: OpenAPI tag.
-        fields: the common fields (``id``, ``createdAt``, ``updatedAt``, ``tags`` are added for every kind).
+        fields: the common fields (``id``, ``createdAt``, ``updatedAt``, ``tags`` are added for every kind), in the
+            order answers, the OpenAPI document and the admin CLI's model file show them.
         variants: discriminated extra fields.
         operations: which of list/create/detail/update/patch/delete exist.
         associations: ``GET /{kind}/{id}/{path}`` lists.
@@ -112,6 +113,8 @@ class Resource:
             delete): what the OpenAPI document promises; the hooks decide.
         presented: JSON schemas of the fields the ``present`` hook adds to answers or whose stored value it
             replaces there; the OpenAPI document shows these instead of the stored fields' schemas.
+        create_schema: the body schema of ``POST /{kind}`` when a route of the kind's own serves it in place of
+            the standard create (``operations`` then lacks ``create``): enrollments.
     """
 
     kind: str
@@ -135,6 +138,7 @@ class Resource:
     indexes: tuple[tuple[str, ...], ...] = ()
     errors: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     presented: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    create_schema: Mapping[str, Any] | None = None
 
     # Every write and every presented row asks for all_fields(): derived once, when the spec is made.
     _all_fields: tuple[Field, ...] = field(init=False, repr=False, compare=False, default=())
@@ -159,6 +163,17 @@ class Resource:
         """The fields that name other rows: references (``ref``) and role lists (``roles``), in
         :meth:`all_fields` order."""
         return self._linked_fields
+
+    @property
+    def creatable(self) -> bool:
+        """``POST /{kind}`` exists: the standard create, or the kind's own (``create_schema``)."""
+        return "create" in self.operations or self.create_schema is not None
+
+    def variant_of(self, name: str) -> Variant | None:
+        """The variant whose extra fields include ``name`` (None for a field every row has)."""
+        if self.variants is None or any(f.name == name for f in (*COMMON_FIELDS, *self.fields)):
+            return None
+        return next((v for v in self.variants.variants if any(f.name == name for f in v.fields)), None)
 
     def fields_for(self, variant: Variant | None) -> tuple[Field, ...]:
         """The fields a request body of the given variant may carry (common fields excluded)."""

@@ -46,8 +46,6 @@ def _validate(ctx: WriteContext, row: dict[str, Any], old: Mapping[str, Any] | N
         raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR",
                        field_cause("method", "only updb authenticators can be updated", method))
     if old is None:
-        if method not in METHODS:
-            raise FieldError("method", "method must be updb or cert", method)
         identity = ctx.txn.get("identities", row["identityId"]) or {}
         if identity.get("type") == "Router":
             raise FieldError("identityId", "may not create authenticators for router identities", row["identityId"])
@@ -124,7 +122,8 @@ AUTHENTICATORS = Resource(
     fields=(
         string_field("identityId", required=CREATE_ONLY, writable=CREATE_ONLY, ref="identities",
                      ref_name="identity", on_delete="cascade"),
-        Field("method", {"type": "string"}, required=CREATE_ONLY, writable=CREATE_ONLY, filter=FieldType.STRING),
+        Field("method", {"type": "string", "enum": list(METHODS)}, required=CREATE_ONLY, writable=CREATE_ONLY,
+              filter=FieldType.STRING),
         Field("username", USERNAME, required=frozenset({Mode.UPDATE}), unique=True, filter=FieldType.STRING),
         # The clear password never reaches storage: the domain hashes it into _passwordHash.
         Field("password", PASSWORD, required=frozenset({Mode.UPDATE}), stored=False, hashed_into="_passwordHash"),

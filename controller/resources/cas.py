@@ -267,7 +267,7 @@ CAS = Resource(
         NAME,
         string_field("certPem", required=CREATE_ONLY, writable=CREATE_ONLY, filterable=False),
         Field("identityRoles", STRING_LIST, required=REQUIRED_CU, default=list, filter=FieldType.SET),
-        bool_field("isAuthEnabled", required=REQUIRED_CU, default=False),
+        bool_field("isAuthEnabled", required=REQUIRED_CU, default=True),
         bool_field("isAutoCaEnrollmentEnabled", required=REQUIRED_CU, default=False),
         bool_field("isOttCaEnrollmentEnabled", required=REQUIRED_CU, default=False),
         string_field("identityNameFormat", required=frozenset({Mode.UPDATE}), nullable=True,

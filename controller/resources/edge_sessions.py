@@ -65,7 +65,7 @@ SESSIONS = Resource(
         string_field("serviceId", writable=CREATE_ONLY, ref="services", ref_name="service", on_delete="cascade"),
         string_field("type", writable=CREATE_ONLY),
         string_field("token", writable=CREATE_ONLY, filterable=False),
-        string_list("servicePolicies", writable=CREATE_ONLY, default=list),
+        string_list("servicePolicies", writable=CREATE_ONLY, default=list, ids_of="service-policies"),
     ),
     operations=frozenset({"list", "detail", "delete"}),
     hooks=Hooks(present=_present),

@@ -216,5 +216,6 @@ ENROLLMENTS = Resource(
     # Creates and refreshes are enrollment rules of their own (CREATE_SCHEMA, request_enrollment); the fields
     # writable on create above are what those rules and the enrolling subjects' creates set.
     operations=frozenset({"list", "detail", "delete"}),
+    create_schema=CREATE_SCHEMA,  # POST /enrollments (controller/authentication/enrollment_admin.py)
     hooks=Hooks(present=_present),
 )

@@ -105,16 +105,18 @@ IDENTITIES = Resource(
         Field("type", {"type": "string", "enum": list(TYPES)}, required=REQUIRED_CU, default="Default",
               filter=FieldType.STRING),
         bool_field("isAdmin", required=REQUIRED_CU, default=False),
+        ATTRIBUTES,
         bool_field("isDefaultAdmin", writable=frozenset(), default=False),
         string_field("authPolicyId", nullable=True, default="default", ref="auth-policies", ref_name="authPolicy"),
         string_field("externalId", nullable=True, unique=True, default=None),
         int_field("defaultHostingCost", minimum=0, maximum=65535, default=0),
         Field("defaultHostingPrecedence", {"type": "string", "enum": PRECEDENCES}, default="default"),
         object_field("serviceHostingCosts", {"type": "object", "additionalProperties":
-                                             {"type": "integer", "minimum": 0, "maximum": 65535}}, default=dict),
+                                             {"type": "integer", "minimum": 0, "maximum": 65535}}, default=dict,
+                     ids_of="services"),
         object_field("serviceHostingPrecedences", {"type": "object", "additionalProperties":
-                                                   {"type": "string", "enum": PRECEDENCES}}, default=dict),
-        ATTRIBUTES,
+                                                   {"type": "string", "enum": PRECEDENCES}}, default=dict,
+                     ids_of="services"),
         object_field("appData", nullable=True, default=dict),
         object_field("enrollment", {"type": "object", "properties": {
             "ott": {"type": "boolean"}, "ottca": {"type": "string"}, "updb": {"type": "string"}}},

@@ -122,7 +122,7 @@ EXTERNAL_JWT_SIGNERS = Resource(
     op_plural="ExternalJwtSigners", tag="External JWT Signer", body_name="externalJwtSigner",
     fields=(
         NAME,
-        bool_field("enabled", required=REQUIRED_CU, default=False),
+        bool_field("enabled", required=REQUIRED_CU, default=True),
         string_field("issuer", required=REQUIRED_CU, unique=True),
         string_field("audience", required=REQUIRED_CU, nullable=True, default=None),
         string_field("certPem", nullable=True, default=None),

@@ -25,8 +25,8 @@ EDGE_ROUTER_POLICIES = Resource(
     fields=(
         NAME,
         SEMANTIC,
-        role_field("edgeRouterRoles", "edge-routers"),
         role_field("identityRoles", "identities"),
+        role_field("edgeRouterRoles", "edge-routers"),
     ),
     hooks=Hooks(present=_present_edge_router_policy),
     shapes_access=True,
@@ -38,8 +38,8 @@ SERVICE_EDGE_ROUTER_POLICIES = Resource(
     fields=(
         NAME,
         SEMANTIC,
-        role_field("edgeRouterRoles", "edge-routers"),
         role_field("serviceRoles", "services"),
+        role_field("edgeRouterRoles", "edge-routers"),
     ),
     shapes_access=True,
 )

@@ -22,6 +22,8 @@ __all__ = ["EDGE_ROUTERS", "ROUTERS"]
 _NONE: frozenset[Mode] = frozenset()
 _ENROLLMENT_FIELDS = ("enrollmentToken", "enrollmentJwt", "enrollmentCreatedAt", "enrollmentExpiresAt")
 _VERSION_INFO = {"os": "", "version": "", "arch": "", "buildDate": "", "revision": ""}
+# A computed field of the presentation that the OpenAPI document declares (the admin CLI's tables show it).
+_PRESENTED: dict[str, Any] = {"isOnline": {"type": "boolean"}}
 
 # Request fields that accept null; null stores the default, as the reference maps a missing value to its zero.
 _NULL_DEFAULTS: dict[str, Any] = {"cost": 0, "disabled": False, "noTraversal": False}
@@ -101,6 +103,7 @@ ROUTERS = Resource(
     fields=_ROUTER_FIELDS,
     aliases=("transit-routers",),
     hooks=Hooks(validate=_validate, after_create=_enrolling("routers"), present=_presenter("routers")),
+    presented=_PRESENTED,
 )
 
 EDGE_ROUTERS = Resource(
@@ -117,4 +120,5 @@ EDGE_ROUTERS = Resource(
     hooks=Hooks(validate=_validate, after_create=_enrolling("edge-routers"),
                 present=_presenter("edge-routers")),
     shapes_access=True,
+    presented=_PRESENTED,
 )

@@ -39,9 +39,9 @@ SERVICES = Resource(
         NAME,
         bool_field("encryptionRequired", required=frozenset({Mode.CREATE}), writable=CREATE_ONLY, default=True),
         int_field("maxIdleTimeMillis", default=0),
-        string_list("configs", default=list, indexed_set=True),
-        ATTRIBUTES,
         string_field("terminatorStrategy", default="smartrouting"),
+        ATTRIBUTES,
+        string_list("configs", default=list, indexed_set=True, ids_of="configs"),  # checked by check_service_configs
     ),
     role_attributes_path="service-role-attributes",
     role_filter=True,
