@@ -38,8 +38,9 @@ from controller.admin.specs import (
     schema_at,
     words,
 )
+from controller.model.field import CREATE_ONLY, MISSING, Field, Mode
 from controller.model.registry import Registry
-from controller.model.spec import CREATE_ONLY, MISSING, Field, Mode, Resource
+from controller.model.spec import Resource
 
 __all__ = ["KINDS", "Kind", "derive_kinds", "find_kind"]
 

@@ -47,7 +47,7 @@ from controller.admin import model_values as values
 from controller.admin.model_format import KIND_ORDER, KINDS, REQUIRED, Entity, Model, entity_fields
 from controller.admin.model_values import ModelError
 from controller.errors import FieldError
-from controller.model.spec import Mode
+from controller.model.field import Mode
 
 __all__ = ["KIND_ORDER", "Entity", "Model", "ModelError", "entity_fields", "parse_model"]
 

@@ -26,8 +26,9 @@ from typing import Any, Literal
 from controller.admin import model_values as values
 from controller.admin.model_values import Check
 from controller.admin.specs import REGISTRY, default_value, enum_of, json_type, request_field, words
+from controller.model.field import CREATE_ONLY, MISSING, Field, Mode, Variant
 from controller.model.registry import Registry
-from controller.model.spec import CREATE_ONLY, MISSING, Field, Mode, Normalize, Resource, Variant
+from controller.model.spec import Normalize, Resource
 
 __all__ = ["ANSWERED_AS", "FILE_KINDS", "KINDS", "KIND_ORDER", "LOOKUP_KINDS", "REQUIRED", "SPELLINGS", "Entity",
            "FieldSpec", "KindSpec", "Model", "Spelling", "derive_format", "entity_fields", "file_order", "kind_spec"]

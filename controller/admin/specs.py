@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from controller.model.field import CREATE_ONLY, MISSING, Field, Mode, Variant
 from controller.model.registry import Registry
-from controller.model.spec import CREATE_ONLY, MISSING, Field, Mode, Resource, Variant
+from controller.model.spec import Resource
 from controller.resources.catalog import build_registry
 
 __all__ = ["REGISTRY", "default_value", "enum_of", "json_type", "request_field", "schema_at", "words"]

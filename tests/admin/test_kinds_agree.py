@@ -35,8 +35,9 @@ from controller.admin.model_format import (
     kind_spec,
 )
 from controller.admin.model_values import ModelError
+from controller.model.field import MISSING, Field, Mode, Variant
 from controller.model.registry import Registry
-from controller.model.spec import MISSING, Field, Mode, Resource, Variant
+from controller.model.spec import Resource
 from controller.resources.catalog import RESOURCES, build_registry
 from storage.zitiql import FieldType
 
