@@ -5,7 +5,7 @@ Its kinds, flags and the model file of ``apply``/``export`` derive from the reso
 ``model_format``); ``cli_table`` holds only presentation (columns, option names, help texts).
 
 It imports the resource specs and what they are made of (``controller.resources``, ``controller.model``), never the
-server's runtime, data layer services or the web layer: it talks to a controller over HTTP.
+server's runtime or the web layer: it talks to a controller over HTTP.
 """
 
 from controller.admin.admin_client import AdminClient, AdminError, ConnectionProblem
