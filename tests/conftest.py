@@ -45,3 +45,22 @@ def cheap_password_hashing() -> Iterator[None]:
     previous = passwords.use_params(passwords.ScryptParams(n=2**8, r=8, p=1))
     yield
     passwords.use_params(previous)
+
+
+_CLOCKS = ("autojump_clock", "mock_clock")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test whose fixtures ask for a Trio clock it does not ask for itself: pytest-trio runs a test on a
+    clock only when the test function takes it, so such a test would run in real time while its author meant the
+    virtual clock (and pass or fail with the machine's speed)."""
+    wrong = []
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        wrong.extend(f"{item.nodeid} ({clock})" for clock in _CLOCKS
+                     if clock in info.names_closure and clock not in info.argnames)
+    if wrong:
+        raise pytest.UsageError("these tests get a Trio clock from a fixture but do not take it themselves: "
+                                + ", ".join(wrong))

@@ -33,7 +33,7 @@ TOLLGATE = Path(sys.executable).with_name("tollgate")
 
 
 def test_serve_help() -> None:
-    done = subprocess.run([str(TOLLGATE), "serve", "--help"], capture_output=True, text=True, timeout=30,
+    done = subprocess.run([str(TOLLGATE), "serve", "--help"], capture_output=True, text=True, timeout=120,
                           check=False)
     assert done.returncode == 0
     for flag in ("--data-dir", "--host", "--port", "--no-tls", "--san", "--session-timeout", "--max-body-bytes",
@@ -180,7 +180,7 @@ class _Lines:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._stdout, selectors.EVENT_READ)
 
-    def wait_for(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+    def wait_for(self, pattern: str, timeout: float = 120.0) -> re.Match[str]:
         deadline = time.monotonic() + timeout
         while (remaining := deadline - time.monotonic()) > 0:
             if self._selector.select(remaining):
@@ -202,7 +202,7 @@ def test_a_signal_stops_the_process_gracefully(tmp_path: Path, signum: signal.Si
             lines = _Lines(process)
             password = lines.wait_for(r"^Created the default admin 'admin' with password: (\S+)$").group(1)
             url = lines.wait_for(r"^Management API: (http://127\.0\.0\.1:\d+/edge/management/v1)$").group(1)
-            with httpx.Client(base_url=url, timeout=10) as client:
+            with httpx.Client(base_url=url, timeout=60) as client:
                 login = client.post("/authenticate", params={"method": "password"},
                                     json={"username": "admin", "password": password})
                 assert login.status_code == 200
@@ -211,7 +211,7 @@ def test_a_signal_stops_the_process_gracefully(tmp_path: Path, signum: signal.Si
                 assert created.status_code == 201
 
             process.send_signal(signum)
-            assert process.wait(timeout=15) == 0
+            assert process.wait(timeout=60) == 0
         finally:
             if process.poll() is None:
                 process.kill()

@@ -64,9 +64,12 @@ async def test_a_session_that_expired_while_down_is_gone(tmp_path: Path) -> None
         stale = await anon.login(credentials["username"], credentials["password"])
         second = await anon.login(credentials["username"], credentials["password"])
         stale_id = (await stale.get("/current-api-session")).data["id"]
+        stopped_at = controller.clock.now()
 
-    # Ten minutes and one second later on the wall clock: every session of the first run has expired.
-    async with running(tmp_path, Clock(wall_base=EPOCH + 601), session_timeout=600, admin_password=None) as controller:
+    # Ten minutes and one second after the first run stopped (whatever the time it took on this machine), on the wall
+    # clock: every session of that run has expired.
+    async with running(tmp_path, Clock(wall_base=stopped_at + 601), session_timeout=600,
+                       admin_password=None) as controller:
         anon = Api(create_app(controller), controller=controller)
         assert (await anon.with_token(stale.token).get("/current-identity")).status == 401
         assert (await anon.with_token(second.token).get("/current-identity")).status == 401

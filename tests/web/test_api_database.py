@@ -33,7 +33,9 @@ EMPTY: dict[str, Any] = {"data": {}, "meta": {}}
 
 
 @pytest.fixture
-async def controller(tmp_path: Path, nursery: trio.Nursery, autojump_clock: MockClock) -> AsyncIterator[Controller]:
+async def controller(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Controller]:
+    # The tests that use it take autojump_clock themselves: pytest-trio runs a test on a clock only when the test
+    # function asks for it (tests/conftest.py refuses a clock asked for by a fixture alone).
     started = await start_controller(make_settings(tmp_path), nursery, Clock(wall_base=EPOCH))
     yield started
 
@@ -69,7 +71,7 @@ async def _finished(admin: Api) -> Reply:
 
 
 async def test_a_snapshot_is_a_readable_private_copy_of_the_store(admin: Api, controller: Controller,
-                                                                   tmp_path: Path) -> None:
+                                                                   tmp_path: Path, autojump_clock: MockClock) -> None:
     reply = await admin.post("/database/snapshot")
     assert (reply.status, reply.body) == (200, EMPTY)
     await admin.create("/services", {"name": "after-the-snapshot", "encryptionRequired": True})
@@ -119,7 +121,7 @@ async def test_snapshots_are_at_most_one_a_minute(admin: Api, autojump_clock: Mo
     assert _snapshots(tmp_path) == ["db-20231114-221320", "db-20231114-221420"]
 
 
-async def test_results_before_any_run_are_empty(admin: Api) -> None:
+async def test_results_before_any_run_are_empty(admin: Api, autojump_clock: MockClock) -> None:
     reply = await admin.get(RESULTS)
     assert reply.status == 200
     assert reply.body == {
@@ -128,7 +130,8 @@ async def test_results_before_any_run_are_empty(admin: Api) -> None:
         "meta": {"pagination": {"limit": -1, "offset": 0, "totalCount": 0}, "filterableFields": []}}
 
 
-async def test_a_check_of_a_sound_store_finds_nothing(admin: Api, controller: Controller) -> None:
+async def test_a_check_of_a_sound_store_finds_nothing(admin: Api, controller: Controller,
+                                                      autojump_clock: MockClock) -> None:
     before = format_time(controller.clock.now())
     reply = await admin.post("/database/check-data-integrity")
     assert (reply.status, reply.body) == (202, EMPTY)
@@ -139,7 +142,8 @@ async def test_a_check_of_a_sound_store_finds_nothing(admin: Api, controller: Co
                          "fixingErrors": False, "tooManyErrors": False, "error": None, "results": []}
 
 
-async def test_a_fix_repairs_what_a_check_reports(admin: Api, controller: Controller) -> None:
+async def test_a_fix_repairs_what_a_check_reports(admin: Api, controller: Controller,
+                                                  autojump_clock: MockClock) -> None:
     def damage(ctx: Any) -> None:
         ctx.txn.put("sessions", {"id": "lost", "apiSessionId": "ended", "identityId": "nobody", "serviceId": "none",
                                  "type": "Dial", "token": "t", "servicePolicies": [], "tags": {}})
@@ -189,7 +193,8 @@ async def test_one_run_at_a_time(tmp_path: Path, nursery: trio.Nursery, autojump
     assert (await _finished(admin)).data["fixingErrors"] is False
 
 
-async def test_results_are_capped_and_a_fix_still_repairs_everything(admin: Api, controller: Controller) -> None:
+async def test_results_are_capped_and_a_fix_still_repairs_everything(admin: Api, controller: Controller,
+                                                                     autojump_clock: MockClock) -> None:
     await _orphans(controller, MAX_RESULTS + 5)
 
     assert (await admin.post("/database/check-data-integrity")).status == 202
@@ -210,7 +215,8 @@ async def test_results_are_capped_and_a_fix_still_repairs_everything(admin: Api,
         assert [key for key, _ in txn.scan_raw(STATE_KIND) if key.startswith("ghost-")] == []
 
 
-async def test_an_unreadable_row_is_reported_and_the_check_goes_on(admin: Api, controller: Controller) -> None:
+async def test_an_unreadable_row_is_reported_and_the_check_goes_on(admin: Api, controller: Controller,
+                                                                   autojump_clock: MockClock) -> None:
     store = controller.store
     with store.env.begin(write=True) as txn:  # below the store: a row that is not msgpack
         txn.put(b"garbled", b"\xc1", db=store.rows_db("services"))
@@ -225,7 +231,8 @@ async def test_an_unreadable_row_is_reported_and_the_check_goes_on(admin: Api, c
     assert orphan["fixed"] is True
 
 
-async def test_a_run_that_fails_says_why(admin: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_run_that_fails_says_why(admin: Api, monkeypatch: pytest.MonkeyPatch,
+                                         autojump_clock: MockClock) -> None:
     def broken(*args: Any) -> Any:
         raise OSError("the disk is on fire")
 
@@ -238,7 +245,8 @@ async def test_a_run_that_fails_says_why(admin: Api, monkeypatch: pytest.MonkeyP
     assert (await _finished(admin)).data["error"] == "OSError: the disk is on fire"
 
 
-async def test_only_admins_may_call_the_database_operations(admin: Api, tmp_path: Path) -> None:
+async def test_only_admins_may_call_the_database_operations(admin: Api, tmp_path: Path,
+                                                            autojump_clock: MockClock) -> None:
     _, user = await make_user(admin, "operator")
     for method, path in (("POST", "/database/snapshot"), ("POST", "/database/check-data-integrity"),
                          ("POST", "/database/fix-data-integrity"), ("GET", RESULTS)):
@@ -249,7 +257,7 @@ async def test_only_admins_may_call_the_database_operations(admin: Api, tmp_path
     assert (await admin.get(RESULTS)).data["startTime"] is None
 
 
-async def test_the_operations_are_in_our_openapi_document(admin: Api) -> None:
+async def test_the_operations_are_in_our_openapi_document(admin: Api, autojump_clock: MockClock) -> None:
     document = (await admin.get("/specs/edge-management/spec")).body
     operations = {(path, method): op["operationId"] for path, item in document["paths"].items()
                   if path.startswith("/database/") for method, op in item.items()}
