@@ -1,6 +1,6 @@
 """HTTP to an etcd cluster: which member to ask, how long to wait, and what a failed attempt means.
 
-One httpx connection pool serves every member. Requests go to the current member until one fails to answer, then
+A few small httpx connection pools serve every member. Requests go to the current member until one fails to answer, then
 to the next: a failure moves the rotation on for every later request. Each request is bounded by a Trio deadline;
 within it, a request that nothing was changed by (a read, a keepalive, a write refused before raft saw it, a
 connection never made) moves on to the next member, each member once. A write that was sent and got no answer is
@@ -46,21 +46,28 @@ class TlsFiles:
 
 
 class Transport:
-    """The members' client URLs and a connection pool to them. Close it with ``aclose``."""
+    """The members' client URLs and connection pools to them. Close it with ``aclose``.
+
+    ``max_connections`` are spread over pools of ``connections_per_pool``, and each request goes to the pool with
+    the fewest requests in flight: under many concurrent requests one large httpx pool spends its time handing out
+    connections (its tail latency grows to seconds), where several small ones do not."""
 
     def __init__(self, endpoints: Sequence[str], *, tls: TlsFiles | None = None, connect_timeout: float = 1.0,
-                 max_connections: int = 64) -> None:
+                 max_connections: int = 64, connections_per_pool: int = 2) -> None:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
         self.endpoints = tuple(endpoint.rstrip("/") for endpoint in endpoints)
         self._current = 0
         self._ssl_context = tls.context() if tls else None
         self._connect_timeout = connect_timeout
+        per_pool = max(1, min(connections_per_pool, max_connections))
         # Connecting has its own bound so that an unreachable host costs a second, not the request's whole time;
         # everything after the connection is bounded by the caller's deadline.
-        self._http = httpx.AsyncClient(
-            verify=self._ssl_context or True, timeout=httpx.Timeout(None, connect=connect_timeout),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections))
+        self._pools = [
+            httpx.AsyncClient(verify=self._ssl_context or True, timeout=httpx.Timeout(None, connect=connect_timeout),
+                              limits=httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool))
+            for _ in range(max(1, -(-max_connections // per_pool)))]
+        self._in_flight = [0] * len(self._pools)
 
     @property
     def current(self) -> str:
@@ -92,7 +99,7 @@ class Transport:
                 with trio.move_on_at(deadline if write else trio.current_time() + share) as attempt_scope:
                     in_flight = endpoint if write else None
                     try:
-                        response = await self._http.send(self._request(endpoint + path, body, needs_leader))
+                        response = await self._send(endpoint + path, body, needs_leader)
                     except (httpx.ConnectError, httpx.ConnectTimeout) as error:  # nothing was sent
                         in_flight = None
                         failures.append(Unavailable(f"cannot connect: {error!r}", endpoint=endpoint))
@@ -126,13 +133,20 @@ class Transport:
             raise Unavailable(f"etcd did not answer within {within} s: {reasons}") from cause
         raise Unavailable(f"no etcd member could serve the request: {reasons}") from cause
 
-    def _request(self, url: str, body: bytes, needs_leader: bool) -> httpx.Request:
+    async def _send(self, url: str, body: bytes, needs_leader: bool) -> httpx.Response:
+        """POST on the least busy pool, reading the whole answer."""
+        index = min(range(len(self._pools)), key=self._in_flight.__getitem__)
+        pool = self._pools[index]
         headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
         if needs_leader:
             headers.update(LEADER_HEADER)
-        request = self._http.build_request("POST", url, headers=headers)
+        request = pool.build_request("POST", url, headers=headers)
         request.stream = _Body(body)
-        return request
+        self._in_flight[index] += 1
+        try:
+            return await pool.send(request)
+        finally:
+            self._in_flight[index] -= 1
 
     async def open_stream(self, endpoint: str, path: str, body: bytes) -> LineStream:
         """POST ``body`` to ``path`` on ``endpoint`` on a connection of its own and return the answer with its body
@@ -141,7 +155,8 @@ class Transport:
                                      connect_timeout=self._connect_timeout)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        for pool in self._pools:
+            await pool.aclose()
 
 
 def _stay(endpoint: str) -> None:
