@@ -34,7 +34,7 @@ class LineStream:
         self._ended = False
 
     @classmethod
-    async def open(cls, url: str, body: bytes, *, headers: dict[str, str], ssl_context: ssl.SSLContext | None,
+    async def open(cls, url: str, body: bytes, *, headers: dict[str, str], ssl_context: ssl.SSLContext,
                    connect_timeout: float) -> LineStream:
         """POST ``body`` to ``url`` and return once the answer's status line and headers have come."""
         parts = urlsplit(url)
@@ -45,8 +45,7 @@ class LineStream:
             with trio.fail_after(connect_timeout):
                 stream = await trio.open_tcp_stream(host, port)
                 if parts.scheme == "https":
-                    stream = trio.SSLStream(stream, ssl_context or ssl.create_default_context(),
-                                            server_hostname=host)
+                    stream = trio.SSLStream(stream, ssl_context, server_hostname=host)
                     await stream.do_handshake()
         except BaseException as error:
             if stream is not None:

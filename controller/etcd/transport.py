@@ -58,13 +58,14 @@ class Transport:
             raise ValueError("at least one etcd endpoint is needed")
         self.endpoints = tuple(endpoint.rstrip("/") for endpoint in endpoints)
         self._current = 0
-        self._ssl_context = tls.context() if tls else None
+        # One context for every pool and stream: building one loads the CA bundle, which takes a tenth of a second.
+        self._ssl_context = tls.context() if tls else ssl.create_default_context()
         self._connect_timeout = connect_timeout
         per_pool = max(1, min(connections_per_pool, max_connections))
         # Connecting has its own bound so that an unreachable host costs a second, not the request's whole time;
         # everything after the connection is bounded by the caller's deadline.
         self._pools = [
-            httpx.AsyncClient(verify=self._ssl_context or True, timeout=httpx.Timeout(None, connect=connect_timeout),
+            httpx.AsyncClient(verify=self._ssl_context, timeout=httpx.Timeout(None, connect=connect_timeout),
                               limits=httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool))
             for _ in range(max(1, -(-max_connections // per_pool)))]
         self._in_flight = [0] * len(self._pools)
