@@ -186,6 +186,10 @@ class EtcdMember:
         assert self.running and not self.paused, f"{self.name} is not running"
         assert self.process is not None
         self.process.send_signal(signal.SIGSTOP)
+        # A stop takes effect once every thread of the member has stopped, which a loaded machine delays by
+        # milliseconds: wait for the kernel to report the member stopped, so that it does nothing after pause().
+        _, status = os.waitpid(self.process.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), f"{self.name} did not stop: {status}"
         self.paused = True
 
     def resume(self) -> None:
