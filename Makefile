@@ -3,6 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FUZZ_STAMP := $(VENV)/.installed-fuzz
+ETCD_STAMP := $(VENV)/.installed-etcd
 
 .PHONY: run test lint fuzz bench clean
 
@@ -20,8 +21,21 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+test: lint $(ETCD_STAMP)
 	$(BIN)/pytest -n auto --maxprocesses=4
+
+# etcd 3.4 (Debian's etcd-server; root or sudo) for tests/cluster/, which start their own members on free loopback
+# ports. Where an init system runs, the package starts a system etcd on 2379 that the tests never use: it is stopped
+# and disabled right after the install, so it takes no CPU from the suite.
+ETCD_INSTALL = $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server
+
+$(ETCD_STAMP): $(STAMP)
+	@command -v etcd >/dev/null || { \
+		{ $(ETCD_INSTALL) || { $(SUDO) apt-get update && $(ETCD_INSTALL); }; } && \
+		if [ -d /run/systemd/system ]; then $(SUDO) systemctl disable --now etcd >/dev/null 2>&1 || true; \
+		elif [ -x /etc/init.d/etcd ]; then $(SUDO) /etc/init.d/etcd stop >/dev/null 2>&1 || true; fi; }
+	etcd --version | grep -q '^etcd Version: 3\.4\.'
+	touch $(ETCD_STAMP)
 
 $(FUZZ_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,fuzz]'
