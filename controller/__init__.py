@@ -14,5 +14,6 @@ import contracts enforce this):
 * ``access``: role selectors, policy links and what policies grant an identity;
 * ``certificates`` and ``check_types``: the controller's PKI, and the bodies and OS version ranges of posture checks;
 * ``model``: the resource spec machinery (``Resource``, ``Field``, contexts, the registry, request validation);
-* ``errors``, ``ids``, ``clock``: the error table, resource ids, and wall-clock time derived from Trio's clock.
+* ``errors``, ``ids``, ``clock``: the error table, resource ids, and wall-clock time derived from Trio's clock;
+* ``etcd``: a Trio client of etcd's JSON gateway, for cluster mode; it imports nothing of the project.
 """
