@@ -9,17 +9,19 @@ runs a coroutine there when a test needs the controller itself (its clock, say).
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import trio
 
 from controller.runtime.composition import Controller
 from controller.runtime.task_tree import serve_controller
-from tests.support import make_settings, seed_pki
+from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, MGMT, make_settings, seed_pki
 
-__all__ = ["CHROMIUM", "CHROMIUM_FLAGS", "START_SECONDS", "ServerThread"]
+__all__ = ["CHROMIUM", "CHROMIUM_FLAGS", "START_SECONDS", "ServerThread", "api"]
 
 T = TypeVar("T")
 
@@ -86,3 +88,14 @@ class ServerThread:
         if self._stop is not None and self._token is not None and self._thread.is_alive():
             trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
         self._thread.join(START_SECONDS)
+
+
+@contextmanager
+def api(server: ServerThread, base: str = MGMT) -> Iterator[httpx.Client]:
+    """An API of ``server`` (the Management API unless ``base`` says), logged in as the admin."""
+    with httpx.Client(base_url=server.url + base, timeout=30, verify=False) as client:
+        reply = client.post("/authenticate", params={"method": "password"},
+                            json={"username": ADMIN_USERNAME, "password": ADMIN_PASSWORD})
+        assert reply.status_code == 200, reply.text
+        client.headers["zt-session"] = reply.json()["data"]["token"]
+        yield client

@@ -39,10 +39,11 @@ def _next_page(target: str | None) -> str:
 def register(bp: Blueprint, controller: Controller, sessions: ConsoleSessions) -> None:
     """Add the login, MFA and logout pages to the console's blueprint."""
 
-    async def login_form(error: str = "", status: int = 200, username: str = "") -> Response:
+    async def login_form(error: str = "", status: int = 200, username: str = "", target: str | None = None
+                         ) -> Response:
         token = login_token()
         response = await page("login.html", status, title="Log in", login_token=token, error=error,
-                              username=username, next=_next_page(request.args.get("next")))
+                              username=username, next=_next_page(target or request.args.get("next")))
         set_cookie(response, LOGIN_COOKIE, token)
         return response
 
@@ -60,7 +61,7 @@ def register(bp: Blueprint, controller: Controller, sessions: ConsoleSessions) -
         try:
             row = await login(controller, "password", Credentials(body, request.remote_addr or ""))
         except ApiError as refused:
-            return await login_form(refused.message, refused.status, username)
+            return await login_form(refused.message, refused.status, username, str(form.get("next", "")))
         cookie, session = sessions.start(row)
         live = controller.sessions.get(session.api_session_id)
         if live is not None and live.ext_jwt_owed and not live.mfa_owed:

@@ -103,8 +103,10 @@ def register(bp: Blueprint, controller: Controller, kinds: Sequence[str]) -> Non
                 target = str((await domain.create(resource.kind, body))["id"])
         except ApiError as refused:
             bound = bind(widgets, raw, {}, choices)
-            field = (refused.cause or {}).get("field")
-            placed = isinstance(field, str) and place_error(bound, field, api_message(refused))
+            cause = refused.cause or {}
+            field, value = cause.get("field"), cause.get("value")
+            given = f" (given: {value})" if value not in (None, "", "<nil>") else ""
+            placed = isinstance(field, str) and place_error(bound, field, api_message(refused) + given)
             return await show_form(resource, widgets, bound, row_id=row_id, variant=variant,
                                    error=("Not saved: " + (refused.message if placed else api_message(refused))),
                                    status=refused.status)

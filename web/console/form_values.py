@@ -4,7 +4,8 @@
 A submitted form is kept as its raw text (``Raw``: each input's name and values), so a form the domain refuses is
 shown again exactly as it was typed, with the API's message beside the field it names (:func:`place_error`). Input
 names are the paths the API's error causes use: ``process.osType``, ``operatingSystems[0].versions``. A repeatable
-group's items are numbered from 0 and counted in ``NAME~count``; a role selector's typed roles are in ``NAME~more``.
+group's items are numbered from 0 and counted in ``NAME~count``; what is typed beside a role selector's or a multiple
+choice's options (roles, names) is in ``NAME~more``.
 
 Reading a form decides nothing the domain decides: it turns text into the JSON the API takes (numbers, lists, JSON
 objects, names of rows into their ids) and leaves every rule to the domain. What a form cannot say as JSON (a number
@@ -111,7 +112,7 @@ def _blank(widgets: Sequence[Widget], raw: Raw, prefix: str) -> bool:
             return False
         if w.kind not in ("group", "repeat", "hidden") and any(v.strip() for v in raw.get(path, ())):
             return False
-        if w.kind == "roles" and _first(raw, f"{path}~more"):
+        if w.kind in ("roles", "multiselect") and _first(raw, f"{path}~more"):
             return False
     return True
 
@@ -129,6 +130,18 @@ def _roles(w: Widget, raw: Raw, path: str, choices: Choices, errors: dict[str, s
     return list(dict.fromkeys(roles))
 
 
+def _picked(w: Widget, raw: Raw, path: str, choices: Choices, errors: dict[str, str]) -> list[str]:
+    """The ids a multiple choice picked, and those of the rows named (or given by id) one per line beside it."""
+    picked = [v for v in raw.get(path, ()) if v]
+    for line in _lines(_first(raw, f"{path}~more")):
+        found = choices.resolve(w.target, line) if w.target is not None else None
+        if found is None:
+            errors[path] = f"no row named or with the id {line!r}"
+        else:
+            picked.append(found)
+    return list(dict.fromkeys(picked))
+
+
 def _value(w: Widget, raw: Raw, path: str, choices: Choices, errors: dict[str, str], editing: bool) -> Any:
     """The JSON value of one widget, or ``_OMIT`` to leave the field out of the body."""
     cleared = None if editing and w.nullable else _OMIT
@@ -141,7 +154,7 @@ def _value(w: Widget, raw: Raw, path: str, choices: Choices, errors: dict[str, s
         case "roles":
             return _roles(w, raw, path, choices, errors)
         case "multiselect":
-            return [v for v in raw.get(path, ()) if v]
+            return _picked(w, raw, path, choices, errors)
         case "group":
             if not w.required and _blank(w.children, raw, path):
                 return cleared
