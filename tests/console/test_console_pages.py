@@ -188,3 +188,18 @@ async def test_a_field_added_to_a_spec_reaches_forms_lists_and_details(controlle
     assert "colour" in [w.name for w in form_widgets(extended, Mode.PATCH)]
     assert "colour" in [c.field for c in list_columns(extended, symbols)]
     assert "colour" in [e.name for e in detail_entries(extended, {"id": "x", "name": "s", "colour": "red"})]
+
+
+def test_the_package_data_ships_every_template_and_static_file() -> None:
+    """A plain install ships what ``[tool.setuptools.package-data]`` names: every console file must match it."""
+    import fnmatch
+    import tomllib
+
+    config = tomllib.loads((STATIC.parents[2] / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["web.console"]
+    package = STATIC.parent
+    shipped = [path for path in package.rglob("*") if path.is_file() and path.suffix not in (".py", ".pyc")]
+    assert shipped
+    for path in shipped:
+        relative = path.relative_to(package).as_posix()
+        assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative
