@@ -195,3 +195,27 @@ def test_an_identity_that_is_no_admin_sees_nothing(page: Page, server: ServerThr
         expect(page.get_by_role("main")).not_to_contain_text("secret-service")
     page.get_by_role("button", name="Log out").click()
     expect(page).to_have_url(re.compile(r"/console/login$"))
+
+
+def test_without_javascript_the_forms_do_the_job(browser: Browser, server: ServerThread) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        log_in(page, server.url)
+        page.goto(f"{server.url}/console/services/new")
+        page.locator("[name='name']").fill("wiki")
+        page.get_by_label("Encryption required").check()
+        page.get_by_role("button", name="Create").click()
+        expect(page.get_by_role("status").filter(has_text="Created service wiki.")).to_be_visible()
+        page.goto(f"{server.url}/console/services")
+        page.get_by_label("Name contains").fill("wik")
+        page.get_by_role("button", name="Apply").click()
+        expect(page).to_have_url(re.compile(r"name=wik"))
+        expect(page.locator("#results .count")).to_have_text("Rows 1 to 1 of 1")
+        page.locator("#sort-name").click()
+        expect(page).to_have_url(re.compile(r"name=wik.*sort=name|sort=name.*name=wik"))
+        page.goto(f"{server.url}/console/posture-checks/new?typeId=OS")
+        page.get_by_role("button", name="Add an item to operating systems").click()
+        expect(page.locator("[name='operatingSystems[1].type']")).to_be_visible()
+    finally:
+        context.close()
