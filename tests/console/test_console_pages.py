@@ -203,3 +203,29 @@ def test_the_package_data_ships_every_template_and_static_file() -> None:
     for path in shipped:
         relative = path.relative_to(package).as_posix()
         assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative
+
+
+async def test_every_console_page_but_the_login_pages_needs_a_session(browser: Browser, admin: Api) -> None:
+    """Every rule of the console's blueprint, requested without a session: the login pages and static files open,
+    every other page sends the browser to log in and changes nothing."""
+    from web.console.auth_pages import OPEN_ENDPOINTS
+
+    service = await admin.create("/services", {"name": "keep-me", "encryptionRequired": True})
+    values = {"kind": "services", "id": service, "path": "configs", "rest": "anything", "enrollment_id": "e",
+              "filename": "console.css"}
+    checked = 0
+    for rule in browser.client.app.url_map.iter_rules():
+        if not rule.endpoint.startswith("console."):
+            continue
+        path = re.sub(r"<(?:[^:<>]+:)?([a-z_]+)>", lambda m: str(values[m.group(1)]),
+                      re.sub(r'<any\([^)]*\):kind>', "services", rule.rule))
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+            response = await (browser.client.get(path) if method == "GET" else browser.client.post(path, form={}))
+            checked += 1
+            if rule.endpoint in OPEN_ENDPOINTS:
+                assert response.status_code in (200, 403), (method, path)  # a login post lacks its own token
+            else:
+                assert response.status_code == 303, (method, path, response.status_code)
+                assert response.headers["Location"].startswith("/console/login"), (method, path)
+    assert checked > 20
+    assert (await admin.get(f"/services/{service}")).status == 200
