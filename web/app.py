@@ -1,4 +1,4 @@
-"""``create_app(controller)``: the quart-trio application serving both APIs.
+"""``create_app(controller)``: the quart-trio application serving both APIs and the web console (``/console/``).
 
 Every request gets a request id, a size check on its body before any other work, the headers old SDKs rely on
 (``ziti-instance-id``, ``server``), and one structured log line (method, path, status, duration, requestId). Secrets
@@ -18,6 +18,7 @@ from quart_trio import QuartTrio
 from controller.errors import ApiError
 from controller.runtime.composition import VERSION, Controller
 from web.client_certs import TlsExtension
+from web.console import console_blueprint
 from web.error_handlers import install_error_handlers, render_error
 from web.guards import bring_ext_jwt_factor
 from web.legacy_paths import LegacyPaths
@@ -125,4 +126,5 @@ def create_app(controller: Controller) -> QuartTrio:
     app.extensions["tollgate_routes"] = routes
     app.register_blueprint(management)
     app.register_blueprint(client)
+    app.register_blueprint(console_blueprint(controller))
     return app

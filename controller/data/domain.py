@@ -10,19 +10,18 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from controller.clock import Clock
-from controller.errors import not_found
+from controller.data.group_commit import Writer
 from controller.data.listing import NO_LIMIT, ListParams, Page, compile_query, list_rows, page_values
 from controller.data.present import present
-from controller.model.registry import Registry
-from controller.model.spec import Change, Environment, ReadContext, WriteContext
-from controller.model.field import Mode
-from controller.model.spec import Resource
-from controller.model.validation import validate_body
 from controller.data.write_path import create_row, delete_row, replace_row
-from controller.data.group_commit import Writer
+from controller.errors import not_found
+from controller.model.field import Mode
+from controller.model.registry import Registry
+from controller.model.spec import Change, Environment, ReadContext, Resource, WriteContext
+from controller.model.validation import validate_body
 from storage.batch import Outcome
-from storage.zitiql import FieldType, Symbol
 from storage.store import ReadTxn, Store, WriteTxn
+from storage.zitiql import FieldType, Symbol
 
 __all__ = ["Barrier", "ChangeListener", "Domain"]
 
@@ -98,7 +97,8 @@ class Domain:
         return result
 
     def post_write(self, fn: Callable[[WriteContext], Any], on_done: Callable[[Outcome], None]) -> None:
-        """Queue ``fn`` for the next group commit without waiting for it (:meth:`controller.data.group_commit.Writer.post`):
+        """Queue ``fn`` for the next group commit without waiting for it
+        (:meth:`controller.data.group_commit.Writer.post`):
         ``on_done`` gets its outcome on the writer's task once it is durable (or failed), after the listeners have
         been told of its changes. A barrier a listener returns is not awaited: nobody waits for this write."""
         mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env)

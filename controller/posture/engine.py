@@ -336,6 +336,12 @@ class PostureEngine:
         state: IdentityState = await self._ask(identity_id, ReadState)
         return state
 
+    def upcoming_deadlines(self, limit: int) -> list[tuple[float, str]]:
+        """The next MFA deadlines (an MFA check's timeout, or the end of the grace after a wake or unlock), as
+        ``(wall-clock instant, identity id)``, earliest first, at most ``limit``: when the identity's sessions are
+        checked again."""
+        return self.actors.upcoming(limit)
+
     def post(self, identity_id: str, message: IdentityMessage) -> None:
         """Queue a message for the identity's actor (what the methods above do; for the engine's own use)."""
         self.actors.post(identity_id, message)

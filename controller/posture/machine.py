@@ -283,7 +283,7 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
             case PostureReported(api_session_id, responses, reply, woken, unlocked):
                 posture = t.state.posture
                 for response in responses:
-                    posture, changed = apply_response(posture, response, now)
+                    posture, changed = apply_response(posture, response, now, api_session_id)
                     # The same values as before renew their times only: no verdict can change for them.
                     recheck = recheck or changed
                 t.state = replace(t.state, posture=posture, last_change_at=now)
