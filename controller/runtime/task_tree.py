@@ -16,11 +16,11 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
 from urllib.parse import urlsplit
 
 import trio
 from hypercorn.config import Config
+from quart_trio import QuartTrio
 
 from controller.certificates import Pki
 from controller.runtime import memory
@@ -128,7 +128,7 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
         log.info("controller stopped")
 
 
-async def _serve(controller: Controller, app: Any, config: Config,
+async def _serve(controller: Controller, app: QuartTrio, config: Config,
                  trigger: Callable[..., Awaitable[None]],
                  on_ready: Callable[[Controller, list[str]], None] | None, metrics: Metrics | None) -> None:
     """Serve ``app``, and ``metrics`` when given, until ``trigger`` returns and every in-flight request of either
