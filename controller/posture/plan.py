@@ -23,7 +23,7 @@ from controller.access.grants import access_digest, linking_policies, policy_che
 from controller.access.policy_links import reachable, row, rows, selected_ids, selecting_policy_ids
 from controller.model.spec import ReadContext
 from controller.posture.records import MfaState, PostureData, mfa_timeout
-from controller.posture.rules import PASS, TIMED_OUT, MfaRule, Rule, compile_rule, failure_entry
+from controller.posture.rules import PASS, TIMED_OUT, CheckResult, MfaRule, Rule, compile_rule, failure_entry
 from storage.store import Store
 
 __all__ = ["AccessPlan", "IdentityPlan", "Prompt", "ServiceAccess", "identity_plan", "rule_of"]
@@ -39,10 +39,12 @@ class AccessPlan:
 
     Policies usually share their checks (a network requires the same few checks everywhere), so the plan keeps the
     distinct rules once, and per distinct set of checks the positions of its rules: answering evaluates each
-    distinct rule once and each distinct set once.
+    distinct rule once and each distinct set once. A report-only rule (``Rule.report_only``) is evaluated with the
+    others and counts as passing when the plan decides; :meth:`would_deny` says whether it would have decided
+    otherwise.
     """
 
-    __slots__ = ("checks", "groups", "policies", "policy_group", "policy_ids", "rules")
+    __slots__ = ("checks", "groups", "policies", "policy_group", "policy_ids", "report_only", "rules")
 
     def __init__(self, policies: tuple[Mapping[str, Any], ...], checks: tuple[tuple[Rule, ...], ...]) -> None:
         self.policies = policies
@@ -63,29 +65,51 @@ class AccessPlan:
         self.rules = tuple(distinct)
         self.groups = tuple(groups)
         self.policy_group = tuple(policy_group)
+        self.report_only = tuple(i for i, rule in enumerate(distinct) if rule.report_only)
 
     def passing(self, data: PostureData, mfa: MfaState | None, now: float, *,
                 evaluate_posture: bool = True) -> tuple[list[str], bool]:
         """The ids of the policies that pass (access is granted when there is one), and whether an MFA timeout
         elapsed. Every check is evaluated, so that a timed-out MFA check is reported even when another policy
-        grants access. With ``evaluate_posture`` False every policy passes."""
+        grants access. With ``evaluate_posture`` False every policy passes. Report-only checks count as passing
+        (and their MFA timeouts as not elapsed)."""
         if not evaluate_posture:
             return list(self.policy_ids), False
         results = [rule.verdict(data, mfa, now) for rule in self.rules]
+        for position in self.report_only:
+            results[position] = PASS
+        return self._decided(results)
+
+    def _decided(self, results: list[int]) -> tuple[list[str], bool]:
         if not any(results):  # every check passes (PASS is 0), so every policy does
             return list(self.policy_ids), False
         ok = [all(results[i] == PASS for i in group) for group in self.groups]
         return ([policy_id for policy_id, group in zip(self.policy_ids, self.policy_group, strict=True) if ok[group]],
                 TIMED_OUT in results)
 
-    def refusal(self, data: PostureData, mfa: MfaState | None, now: float) -> tuple[dict[str, Any],
-                                                                                    list[dict[str, Any]]]:
-        """Why no policy passes: the INVALID_POSTURE cause (failing checks by policy) and the ``policyFailures``
-        of the failed service request (every failing check with its values)."""
-        failed: list[tuple[Mapping[str, Any], list[tuple[Rule, Any]]]] = []
-        for policy, rules in zip(self.policies, self.checks, strict=True):
-            reports = [(rule, rule.report(data, mfa, now)) for rule in rules]
-            failed.append((policy, [(rule, report) for rule, report in reports if not report.passing]))
+    def would_deny(self, data: PostureData, mfa: MfaState | None, now: float) -> bool:
+        """Whether no policy would pass if the report-only checks were enforced (only meaningful while some policy
+        passes without them)."""
+        if not self.report_only:
+            return False
+        return not self._decided([rule.verdict(data, mfa, now) for rule in self.rules])[0]
+
+    def failing(self, data: PostureData, mfa: MfaState | None, now: float, *,
+                report_only: bool = False) -> list[tuple[Mapping[str, Any], list[tuple[Rule, CheckResult]]]]:
+        """Per policy, its checks that fail now with their reports: the enforced ones, or with ``report_only``
+        the report-only ones. Only failing rules are reported (each once)."""
+        reports: dict[int, CheckResult] = {}
+        for rule in self.rules:
+            if rule.report_only == report_only and rule.verdict(data, mfa, now) != PASS:
+                reports[id(rule)] = rule.report(data, mfa, now)
+        return [(policy, [(rule, reports[id(rule)]) for rule in rules if id(rule) in reports])
+                for policy, rules in zip(self.policies, self.checks, strict=True)]
+
+    def refusal(self, failed: list[tuple[Mapping[str, Any], list[tuple[Rule, CheckResult]]]]) -> tuple[
+            dict[str, Any], list[dict[str, Any]]]:
+        """Why no policy passes, from what :meth:`failing` found: the INVALID_POSTURE cause (failing checks by
+        policy) and the ``policyFailures`` of the failed service request (every failing enforced check with its
+        values)."""
         cause = {
             "message": "Failed to pass posture checks for service policies: ["
                        + " ".join(str(p["id"]) for p, _ in failed) + "]",

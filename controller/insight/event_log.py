@@ -1,0 +1,123 @@
+"""The event log: every write's events numbered, stored and trimmed in that write's own transaction, and published
+to the live subscribers once it has committed.
+
+Events are rows of the internal kind :data:`EVENTS_KIND`, keyed by their id written as 20 decimal digits (so that
+key order is id order), each holding its JSON text: what the file sink writes and the stream sends, byte for byte.
+Ids come from a counter row (:data:`COUNTER_KIND`) written in the same transaction, so they increase by one with
+no gap, a write that rolls back takes its ids along, a restart continues after the last, and replicated rows keep
+one global order. The log keeps the last ``keep`` events: a write that adds events deletes those they push out.
+
+An event is a JSON object: ``event_id`` (the number), ``namespace``, ``event_type``, ``timestamp`` (the write's
+instant, RFC 3339 with milliseconds), ``event_src_id`` (the controller process that recorded it), then the fields
+of its type (``controller/insight/catalog.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, cast
+
+import msgspec
+
+from controller.clock import format_time
+from controller.insight.derive import derive
+from controller.insight.hub import EventHub
+from controller.insight.kept import KeptEvent, event_key
+from controller.model.events import ENTITY_CHANGE
+from controller.model.spec import WriteContext
+from storage.store import KindLayout, ReadTxn
+
+__all__ = ["COUNTER_KIND", "EVENTS_KIND", "LAYOUTS", "EventLog", "kept_events", "latest_id", "oldest_id", "read_after"]
+
+EVENTS_KIND = "events"
+COUNTER_KIND = "event-counter"
+LAYOUTS = (KindLayout(EVENTS_KIND), KindLayout(COUNTER_KIND))
+"""The storage layouts of the log's kinds (no index: rows are put raw)."""
+_COUNTER = "last"
+_encoder = msgspec.json.Encoder()
+
+
+class EventLog:
+    """Keeps the last ``keep`` events in the store (the domain's :class:`~controller.data.domain.Journal`).
+
+    Args:
+        hub: where committed events are published.
+        keep: how many events the store keeps (at least 1).
+        source_id: ``event_src_id`` of every event this process records.
+    """
+
+    def __init__(self, hub: EventHub, *, keep: int, source_id: str) -> None:
+        if keep < 1:
+            raise ValueError("the event log keeps at least one event")
+        self.hub = hub
+        self.keep = keep
+        self.source_id = source_id
+
+    def record(self, ctx: WriteContext) -> list[KeptEvent] | None:
+        """Number and store the write's events (``controller/insight/derive.py``) in its transaction."""
+        derived = derive(ctx)
+        if not derived:
+            return None
+        txn, keep = ctx.txn, self.keep
+        last = latest_id(txn)
+        stamp = format_time(ctx.now)
+        kept: list[KeptEvent] = []
+        for namespace, event_type, fields in derived:
+            last += 1
+            body: dict[str, Any] = {"event_id": last, "namespace": namespace, "event_type": event_type,
+                                    "timestamp": stamp, "event_src_id": self.source_id}
+            if namespace == ENTITY_CHANGE:
+                body["eventId"] = str(last)  # OpenZiti's name for the id of an entity change
+            body.update(fields)
+            data = _encoder.encode(body)
+            txn.put_raw(EVENTS_KIND, event_key(last), data)
+            if last > keep:
+                txn.delete_raw(EVENTS_KIND, event_key(last - keep))
+            kept.append(KeptEvent(last, data, body))
+        txn.put_raw(COUNTER_KIND, _COUNTER, str(last).encode())
+        return kept
+
+    def committed(self, recorded: object) -> None:
+        """Publish what :meth:`record` stored, now durable."""
+        self.hub.publish(cast(list[KeptEvent], recorded))
+
+    def trim(self, ctx: WriteContext) -> int:
+        """Delete the kept events beyond the last ``keep`` (after a start with a smaller ``keep``); how many."""
+        txn = ctx.txn
+        first_kept = latest_id(txn) - self.keep + 1
+        stale = [key for key, _ in txn.scan_raw_from(EVENTS_KIND, None)
+                 if int(key) < first_kept] if oldest_id(txn) is not None else []
+        for key in stale:
+            txn.delete_raw(EVENTS_KIND, key)
+        return len(stale)
+
+
+def latest_id(txn: ReadTxn) -> int:
+    """The id of the last event ever recorded (0 before the first)."""
+    data = txn.get_raw(COUNTER_KIND, _COUNTER)
+    return int(data) if data is not None else 0
+
+
+def oldest_id(txn: ReadTxn) -> int | None:
+    """The id of the oldest event the store still keeps (None: it keeps none)."""
+    for key, _ in txn.scan_raw_from(EVENTS_KIND, None):
+        return int(key)
+    return None
+
+
+def kept_events(txn: ReadTxn, start: int | None = None, *, reverse: bool = False) -> Iterator[KeptEvent]:
+    """The kept events from id ``start`` (included) on, or back from it when ``reverse`` (None: from the oldest,
+    or the newest); valid while ``txn`` is open."""
+    for key, data in txn.scan_raw_from(EVENTS_KIND, None if start is None else event_key(max(start, 0)),
+                                       reverse=reverse):
+        yield KeptEvent(int(key), data)
+
+
+def read_after(txn: ReadTxn, last: int, limit: int) -> list[KeptEvent]:
+    """At most ``limit`` kept events after id ``last``, oldest first (a reader catching up, a batch at a time)."""
+    found: list[KeptEvent] = []
+    for event in kept_events(txn, last + 1):
+        found.append(event)
+        if len(found) == limit:
+            break
+    return found

@@ -1,0 +1,87 @@
+"""The events and revocation causes an identity actor's step produces, built from what the step decided (pure).
+
+* ``posture`` ``denied``: a session request refused because no policy's enforced checks pass;
+* ``posture`` ``granted``: a session request granted, with the policies that pass;
+* ``posture`` ``wouldDeny``: a request granted, or a session kept, only because some checks are report-only;
+* revocation causes (``access`` ``revoked``, written by the event log from the session's deletion): ``noPolicy``,
+  ``postureCheckFailed``, ``mfaTimeout`` (with the timeout's instant), ``mfaGraceEnded`` (with the grace's end),
+  ``mfaRemoved``.
+
+Failing checks are named with their rule in words (``controller/posture/causes.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from controller.clock import format_time
+from controller.model.events import POSTURE, Event
+from controller.posture.causes import mfa_failure_instant, policy_failures
+from controller.posture.plan import AccessPlan
+from controller.posture.records import MfaState, PostureData
+from controller.posture.rules import CheckResult, MfaRule, Rule
+
+__all__ = ["denied", "granted", "revocation_cause", "would_deny"]
+
+Failing = Sequence[tuple[Mapping[str, Any], Sequence[tuple[Rule, CheckResult]]]]
+
+
+def _subject(identity_id: str, api_session_id: str, service_id: str, session_type: str) -> dict[str, Any]:
+    return {"identity_id": identity_id, "api_session_id": api_session_id, "service_id": service_id,
+            "session_type": session_type}
+
+
+def denied(identity_id: str, api_session_id: str, service_id: str, session_type: str, failing: Failing,
+           data: PostureData, mfa: MfaState | None, now: float) -> Event:
+    """A request refused for posture, with every failing enforced check of every linking policy."""
+    return Event(POSTURE, "denied", {
+        **_subject(identity_id, api_session_id, service_id, session_type),
+        "cause": {"code": "postureCheckFailed", "policies": policy_failures(failing, data, mfa, now)}})
+
+
+def granted(identity_id: str, api_session_id: str, service_id: str, session_type: str, session_id: str,
+            policy_ids: Sequence[str]) -> Event:
+    """A request granted: the new session and the policies that pass."""
+    return Event(POSTURE, "granted", {**_subject(identity_id, api_session_id, service_id, session_type),
+                                      "session_id": session_id, "policy_ids": list(policy_ids)})
+
+
+def would_deny(identity_id: str, api_session_id: str, service_id: str, session_type: str, session_id: str | None,
+               decision: str, plan: AccessPlan, data: PostureData, mfa: MfaState | None, now: float) -> Event:
+    """Report-only checks would have refused a request (``decision`` "request", ``session_id`` the session it got)
+    or revoked a session (``decision`` "recheck"): each failing report-only check by policy."""
+    failing = plan.failing(data, mfa, now, report_only=True)
+    return Event(POSTURE, "wouldDeny", {**_subject(identity_id, api_session_id, service_id, session_type),
+                                        "session_id": session_id, "decision": decision,
+                                        "policies": policy_failures(failing, data, mfa, now)})
+
+
+def revocation_cause(plan: AccessPlan | None, data: PostureData, mfa: MfaState | None, now: float, *,
+                     expired: bool, mfa_removed: bool, reason: str) -> dict[str, Any]:
+    """Why a re-check revokes a session: no policy of its type links it any more (``noPolicy``, after a change of
+    ``reason``: ``policyChange`` or ``roleChange``), or its policies' enforced checks fail. An elapsed MFA timeout
+    comes first (``mfaTimeout``, ``at`` its instant: the MFA pass plus ``timeoutSeconds``); then any other failing
+    check (``postureCheckFailed``); then MFA alone: a wake/unlock grace that ran out (``mfaGraceEnded``, ``at`` its
+    end), or MFA taken away (``mfaRemoved``). Every failing check is listed by policy under ``policies``."""
+    if plan is None:
+        return {"code": "noPolicy", "reason": reason}
+    failing = plan.failing(data, mfa, now)
+    cause: dict[str, Any] = {"code": "postureCheckFailed"}
+    mfa_rules = [rule for _, checks in failing for rule, _ in checks if isinstance(rule, MfaRule)]
+    others = any(not isinstance(rule, MfaRule) for _, checks in failing for rule, _ in checks)
+    instants = [(mfa_failure_instant(rule, mfa, now), rule) for rule in mfa_rules]
+    timed_out = [(at, rule) for (why, at), rule in instants if why == "timedOut" and at is not None]
+    if expired and timed_out:
+        deadline, rule = min(timed_out, key=lambda item: item[0])
+        cause = {"code": "mfaTimeout", "at": format_time(deadline), "postureCheckId": rule.check.get("id"),
+                 "timeoutSeconds": rule.timeout}
+    elif not others and instants:
+        (why, since), rule = min(instants, key=lambda item: item[0][1] if item[0][1] is not None else now)
+        if why in ("wake", "unlock") and since is not None:
+            cause = {"code": "mfaGraceEnded", "event": why, "at": format_time(since),
+                     "postureCheckId": rule.check.get("id")}
+        elif mfa_removed:
+            cause = {"code": "mfaRemoved"}
+    cause["policies"] = policy_failures(failing, data, mfa, now)
+    return cause
