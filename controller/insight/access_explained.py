@@ -23,7 +23,7 @@ from controller.access.policy_links import reachable, role_field_name, rows
 from controller.access.roles import ALL
 from controller.clock import format_time
 from controller.model.spec import ReadContext
-from controller.posture.causes import check_failure, remedy, reported_by
+from controller.posture.causes import mfa_failure_instant, remedy, reported_by, rule_words
 from controller.posture.decision import GRANTED, Decision, decide
 from controller.posture.plan import AccessPlan, ServiceAccess, identity_plan
 from controller.posture.records import MfaState, PostureData
@@ -76,8 +76,10 @@ def _policy(ctx: ReadContext, policy: Mapping[str, Any], plan_rules: Sequence[An
             "reportedBy": reporter, "rule": None, "reported": report.actual_value,
             "required": report.expected_value, "remedy": None, "at": None}
         if not report.passing:
-            failure = check_failure(rule, report, data, mfa, now)
-            entry.update(rule=failure["rule"], remedy=failure["remedy"], at=failure.get("at"))
+            entry.update(rule=rule_words(rule, report, data, mfa, now), remedy=remedy(rule, report))
+            if isinstance(rule, MfaRule):
+                at = mfa_failure_instant(rule, mfa, now)[1]
+                entry["at"] = format_time(at) if at is not None else None
         checks.append(entry)
     passing = str(policy["id"]) in decision.policy_ids if decision.code != "INVALID_POSTURE" else False
     return {"id": policy["id"], "name": policy.get("name"), "semantic": semantic, "passing": passing,

@@ -3,7 +3,10 @@ description the OpenAPI document, the README and the tests read.
 
 Every event carries the envelope (:data:`ENVELOPE`) and its type's fields (:data:`EVENT_TYPES`, keyed
 ``namespace.event_type``). A ``cause`` is an object whose ``code`` names the cause; a failing check inside one
-(``policies[].checks[]``) is described by :data:`FAILING_CHECK`.
+(``checks[]``) is described by :data:`FAILING_CHECK`. One change is one event: a session that ends is either
+``edge.sessions.deleted`` (its API session ended by logout or expiry) or ``access.revoked`` (taken away), and a
+granted request is ``edge.sessions.created`` (OpenZiti's record of the session) and ``posture.granted`` (the
+decision, naming the policies that pass).
 """
 
 from __future__ import annotations
@@ -37,9 +40,9 @@ EVENT_TYPES: dict[str, tuple[str, dict[str, str]]] = {
                                  "author; null for the controller, e.g. when its identity is deleted)"}),
     "edge.sessions.created": ("A Dial/Bind session was granted", {
         **_SESSION, "service_policy_ids": "the service policies that granted it"}),
-    "edge.sessions.deleted": ("A Dial/Bind session ended", {
-        **_SESSION, "cause": "code: apiSessionEnded (its API session's logout or expiry: apiSessionCause), or the "
-                             "code of the revocation (see access.revoked)"}),
+    "edge.sessions.deleted": ("A Dial/Bind session ended with its API session (a session taken away is "
+                              "access.revoked instead)", {
+        **_SESSION, "cause": "code apiSessionEnded; apiSessionCause: logout or expiry"}),
     "entityChange.created": ("An entity was created", _ENTITY),
     "entityChange.updated": ("An entity was changed", {
         **_ENTITY, "changedFields": "the names of the fields that changed (never their values)"}),
@@ -64,23 +67,22 @@ EVENT_TYPES: dict[str, tuple[str, dict[str, str]]] = {
     "posture.granted": ("A session request passed posture and was granted", {
         **_SUBJECT, "session_id": "the new session", "policy_ids": "the policies that pass"}),
     "posture.denied": ("A session request was refused for posture", {
-        **_SUBJECT, "cause": "code postureCheckFailed; policies: per linking policy, its failing checks"}),
+        **_SUBJECT, "cause": "code postureCheckFailed; checks: the failing checks of the linking policies"}),
     "posture.wouldDeny": ("Report-only checks would have refused a request or revoked a session", {
-        **_SUBJECT, "session_id": "the session granted or kept", "decision": "request or recheck",
-        "policies": "per policy, its failing report-only checks"}),
+        **_SUBJECT, "session_id": "the session granted or kept",
+        "decision": "request or recheck", "checks": "the failing report-only checks"}),
     "access.revoked": ("A Dial/Bind session was taken away", {
         "identity_id": "the identity", "session_id": "the session", "api_session_id": "its API session",
         "service_id": "the service", "session_type": "Dial or Bind",
         "cause": "code: postureCheckFailed, mfaTimeout (at: the timeout's instant), mfaGraceEnded (event, at: the "
                  "grace's end), mfaRemoved, noPolicy (reason: policyChange or roleChange), identityDisabled, "
-                 "identityLockedOut, apiSessionDeleted, deleted (by); policies: the failing checks by policy"}),
+                 "identityLockedOut, apiSessionDeleted, deleted (by); checks: the failing checks"}),
 }
 FAILING_CHECK: dict[str, str] = {
     "postureCheckId": "the check", "postureCheckName": "its name", "postureCheckType": "its typeId",
-    "reportOnly": "the check is report-only", "rule": "the rule that failed, in words (an OS check: the reported "
-    "version and the ranges it is outside)", "reported": "what the identity reported",
-    "required": "what the check requires", "reportedAt": "when that was reported",
-    "reportedBy": "the API session that reported it", "remedy": "what the identity can do",
+    "policyIds": "the linking policies that require it",
+    "rule": "the rule that failed, in words (an OS check: the reported version and the ranges it is outside)",
+    "reported": "what the identity reported", "required": "what the check requires",
     "mfa": "MFA checks: notPassed, timedOut, wake or unlock", "at": "MFA checks: the instant it started failing",
 }
 

@@ -4,9 +4,9 @@ A change makes an event by its kind:
 
 * ``api-sessions``: ``edge.apiSessions`` ``created`` / ``deleted`` (with the cause its producer gave: ``logout``,
   ``expiry``, ``disable``, ``lockout``; else ``deleted``, by the write's author when there is one);
-* ``sessions``: ``edge.sessions`` ``created`` / ``deleted`` with a cause; a session deleted for any reason but its
-  own API session ending by logout or expiry is also revoked, an ``access`` ``revoked`` event naming the cause (the
-  posture engine's, or the end of its API session by a disable or lockout, or a delete);
+* ``sessions``: ``edge.sessions`` ``created``; a session that ends is either ``edge.sessions`` ``deleted`` (its API
+  session ended by logout or expiry) or, taken away for any other reason, ``access`` ``revoked`` naming the cause
+  (the posture engine's, the end of its API session by a disable or lockout, a delete): one event per change;
 * every other resource kind: ``entityChange`` ``created`` / ``updated`` / ``deleted``, naming the entity, the fields
   an update changed and who made the change, never the entity's values (some hold secrets).
 
@@ -24,7 +24,7 @@ from controller.model.spec import Change, WriteContext
 
 __all__ = ["CLIENT_ENDED", "NOT_ENTITIES", "Derived", "derive", "metadata"]
 
-Derived = tuple[str, str, dict[str, Any]]
+Derived = tuple[str, str, Mapping[str, Any]]
 """An event before it is numbered: namespace, type, fields."""
 
 API_SESSION_KIND = "api-sessions"
@@ -47,11 +47,11 @@ def derive(ctx: WriteContext) -> list[Derived]:
     for index, change in enumerate(ctx.changes):
         while position < len(recorded) and recorded[position][0] <= index:
             event = recorded[position][1]
-            out.append((event.namespace, event.event_type, dict(event.fields)))
+            out.append((event.namespace, event.event_type, event.fields))
             position += 1
         _from_change(ctx, change, out, authored)
     for _, event in recorded[position:]:
-        out.append((event.namespace, event.event_type, dict(event.fields)))
+        out.append((event.namespace, event.event_type, event.fields))
     return out
 
 
@@ -93,28 +93,29 @@ def _api_session(ctx: WriteContext, change: Change, out: list[Derived]) -> None:
     fields: dict[str, Any] = {"id": change.id, "type": "legacy", "identity_id": row.get("identityId"),
                               "ip_address": row.get("ipAddress"), "authenticator_id": row.get("authenticatorId")}
     if change.after is None:
-        fields["cause"] = dict(_cause(ctx, API_SESSION_KIND, change.id) or _by_author(ctx))
+        fields["cause"] = _cause(ctx, API_SESSION_KIND, change.id) or _by_author(ctx)
         out.append((API_SESSIONS, "deleted", fields))
     elif change.before is None:
         out.append((API_SESSIONS, "created", fields))
 
 
 def _session(ctx: WriteContext, change: Change, out: list[Derived]) -> None:
-    row = change.after if change.after is not None else change.before
-    assert row is not None
-    fields: dict[str, Any] = {"id": change.id, "session_type": row.get("type"), "provider": "legacy",
-                              "api_session_id": row.get("apiSessionId"), "identity_id": row.get("identityId"),
-                              "service_id": row.get("serviceId")}
-    if change.before is None:
-        fields["service_policy_ids"] = list(row.get("servicePolicies") or ())
-        out.append((SESSIONS, "created", fields))
+    """A session created (``edge.sessions`` ``created``), or ended: ``access`` ``revoked`` when it was taken away,
+    else ``edge.sessions`` ``deleted`` (its API session ended by logout or expiry). One event per change."""
+    after, before = change.after, change.before
+    if before is None:
+        assert after is not None
+        out.append((SESSIONS, "created", {
+            "id": change.id, "session_type": after.get("type"), "provider": "legacy",
+            "api_session_id": after.get("apiSessionId"), "identity_id": after.get("identityId"),
+            "service_id": after.get("serviceId"), "service_policy_ids": list(after.get("servicePolicies") or ())}))
         return
-    if change.after is not None:
+    if after is not None:
         return
     cause = _cause(ctx, SESSION_KIND, change.id)
     revoked = True
     if cause is None:
-        api_session_id = str(row.get("apiSessionId"))
+        api_session_id = str(before.get("apiSessionId"))
         ended = _cause(ctx, API_SESSION_KIND, api_session_id)
         if ended is not None and ended.get("code") in CLIENT_ENDED:
             cause, revoked = {"code": "apiSessionEnded", "apiSessionCause": ended.get("code")}, False
@@ -124,13 +125,16 @@ def _session(ctx: WriteContext, change: Change, out: list[Derived]) -> None:
             cause = {"code": "apiSessionDeleted", "by": ctx.author.identity_id if ctx.author else None}
         else:
             cause = _by_author(ctx)
-    fields["cause"] = dict(cause)
-    out.append((SESSIONS, "deleted", fields))
     if revoked:
-        out.append((ACCESS, "revoked", {"identity_id": fields["identity_id"], "session_id": change.id,
-                                        "api_session_id": fields["api_session_id"],
-                                        "service_id": fields["service_id"], "session_type": fields["session_type"],
-                                        "cause": dict(cause)}))
+        out.append((ACCESS, "revoked", {"identity_id": before.get("identityId"), "session_id": change.id,
+                                        "api_session_id": before.get("apiSessionId"),
+                                        "service_id": before.get("serviceId"), "session_type": before.get("type"),
+                                        "cause": cause}))
+    else:
+        out.append((SESSIONS, "deleted", {
+            "id": change.id, "session_type": before.get("type"), "provider": "legacy",
+            "api_session_id": before.get("apiSessionId"), "identity_id": before.get("identityId"),
+            "service_id": before.get("serviceId"), "cause": cause}))
 
 
 def _entity(change: Change, meta: dict[str, Any]) -> Derived:

@@ -58,17 +58,16 @@ class EventLog:
         derived = derive(ctx)
         if not derived:
             return None
-        txn, keep = ctx.txn, self.keep
+        txn, keep, source = ctx.txn, self.keep, self.source_id
         last = latest_id(txn)
         stamp = format_time(ctx.now)
         kept: list[KeptEvent] = []
         for namespace, event_type, fields in derived:
             last += 1
             body: dict[str, Any] = {"event_id": last, "namespace": namespace, "event_type": event_type,
-                                    "timestamp": stamp, "event_src_id": self.source_id}
+                                    "timestamp": stamp, "event_src_id": source, **fields}
             if namespace == ENTITY_CHANGE:
                 body["eventId"] = str(last)  # OpenZiti's name for the id of an entity change
-            body.update(fields)
             data = _encoder.encode(body)
             txn.put_raw(EVENTS_KIND, event_key(last), data)
             if last > keep:

@@ -15,7 +15,7 @@ from controller.clock import format_time
 from controller.posture.records import MFA_GRACE_SECONDS, MfaState, PostureData
 from controller.posture.rules import CheckResult, MfaRule, Rule
 
-__all__ = ["check_failure", "mfa_failure_instant", "policy_failures", "remedy", "reported_by", "rule_words"]
+__all__ = ["failing_check", "mfa_failure_instant", "remedy", "reported_by", "rule_words"]
 
 
 def _time(value: float | None) -> str | None:
@@ -144,30 +144,19 @@ def remedy(rule: Rule, report: CheckResult) -> str:
     return "nothing can pass this check"
 
 
-def check_failure(rule: Rule, report: CheckResult, data: PostureData, mfa: MfaState | None,
-                  now: float) -> dict[str, Any]:
-    """A failing check as events and the access explanation name it: the check, the rule in words, what was
-    reported (when, by which API session), what it requires, and the remedy; an MFA timeout or grace carries its
-    instant (``at``)."""
+def failing_check(rule: Rule, report: CheckResult, policy_ids: Sequence[str], data: PostureData,
+                  mfa: MfaState | None, now: float) -> dict[str, Any]:
+    """A failing check as events name it: the check, the policies requiring it, the rule in words, what was
+    reported and what the check requires; an MFA check also says why (``mfa``: notPassed, timedOut, wake or
+    unlock) and since when (``at``: a timeout's or a grace's end)."""
     check = rule.check
-    reported_at, reporter = reported_by(rule, data, mfa)
     entry: dict[str, Any] = {
         "postureCheckId": check.get("id"), "postureCheckName": check.get("name"),
-        "postureCheckType": check.get("typeId"), "reportOnly": rule.report_only,
+        "postureCheckType": check.get("typeId"), "policyIds": list(policy_ids),
         "rule": rule_words(rule, report, data, mfa, now), "reported": report.actual_value,
-        "required": report.expected_value, "reportedAt": reported_at, "reportedBy": reporter,
-        "remedy": remedy(rule, report),
-    }
+        "required": report.expected_value}
     if isinstance(rule, MfaRule):
         why, at = mfa_failure_instant(rule, mfa, now)
         entry["mfa"] = why
         entry["at"] = _time(at)
     return entry
-
-
-def policy_failures(failing: Sequence[tuple[Mapping[str, Any], Sequence[tuple[Rule, CheckResult]]]],
-                    data: PostureData, mfa: MfaState | None, now: float) -> list[dict[str, Any]]:
-    """Per policy with failing checks: its id and name and each failing check (:func:`check_failure`)."""
-    return [{"policy_id": policy.get("id"), "policy_name": policy.get("name"),
-             "checks": [check_failure(rule, report, data, mfa, now) for rule, report in checks]}
-            for policy, checks in failing if checks]

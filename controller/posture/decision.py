@@ -23,10 +23,12 @@ GRANTED = "GRANTED"
 class Decision:
     """A request's outcome: ``code`` is :data:`GRANTED` or the error code the request is refused with
     (``NOT_FOUND``: no such service or none the identity may see; ``COULD_NOT_VALIDATE``: no policy of the type;
-    ``INVALID_POSTURE``; ``NO_EDGE_ROUTERS_AVAILABLE``); ``policy_ids`` are the policies that pass (id order)."""
+    ``INVALID_POSTURE``; ``NO_EDGE_ROUTERS_AVAILABLE``); ``policy_ids`` are the policies that pass (id order);
+    ``verdicts`` each distinct check's verdict (``AccessPlan.evaluate``), when posture was evaluated."""
 
     code: str
     policy_ids: tuple[str, ...] = ()
+    verdicts: list[int] | None = None
 
     @property
     def granted(self) -> bool:
@@ -35,7 +37,6 @@ class Decision:
 
 _NOT_FOUND = Decision("NOT_FOUND")
 _NO_POLICY = Decision("COULD_NOT_VALIDATE")
-_POSTURE = Decision("INVALID_POSTURE")
 
 
 def decide(access: ServiceAccess | None, session_type: str, data: PostureData, mfa: MfaState | None, now: float, *,
@@ -47,7 +48,7 @@ def decide(access: ServiceAccess | None, session_type: str, data: PostureData, m
     plan = access.plans.get(session_type)
     if plan is None:
         return _NO_POLICY
-    passing, _ = plan.passing(data, mfa, now, evaluate_posture=evaluate_posture)
+    passing, _, verdicts = plan.evaluate(data, mfa, now, evaluate_posture=evaluate_posture)
     if not passing:
-        return _POSTURE
-    return Decision(GRANTED if access.routed else "NO_EDGE_ROUTERS_AVAILABLE", tuple(passing))
+        return Decision("INVALID_POSTURE", (), verdicts)
+    return Decision(GRANTED if access.routed else "NO_EDGE_ROUTERS_AVAILABLE", tuple(passing), verdicts)

@@ -188,7 +188,7 @@ def _decide(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, r
     assert access is not None  # decided on a service the identity sees, with a policy of the type
     access_plan = access.plans[request.session_type]
     if decision.code == "INVALID_POSTURE":
-        failing = access_plan.failing(state.posture, mfa, now)
+        failing = access_plan.failing(decision.verdicts, state.posture, mfa, now)
         cause, failures = access_plan.refusal(failing)
         failure = {"when": format_time(now), "serviceId": access.service_id, "serviceName": access.name,
                    "apiSessionId": request.api_session_id, "sessionType": request.session_type,
@@ -203,8 +203,9 @@ def _decide(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, r
     else:
         subject = (state.identity_id, request.api_session_id, request.service_id, request.session_type)
         events = [step_events.granted(*subject, "", decision.policy_ids)]
-        if evaluate_posture and access_plan.would_deny(state.posture, mfa, now):
-            events.append(step_events.would_deny(*subject, None, "request", access_plan, state.posture, mfa, now))
+        if access_plan.would_deny(decision.verdicts):
+            events.append(step_events.would_deny(*subject, None, "request", access_plan, decision.verdicts,
+                                                 state.posture, mfa, now))
             # Noted for the session it gets, so that re-checks do not report it again.
             t.state = replace(state, would_deny=state.would_deny | {_flag(*subject[1:])})
             t.persist = True
@@ -237,25 +238,26 @@ def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, 
         access_plan = service.plans.get(ref.session_type) if service is not None else None
         if access_plan is None:
             revoked[ref.session_id] = "policy"
-            t.revoke_details.append(step_events.revocation_cause(None, posture, None, now, expired=False,
+            t.revoke_details.append(step_events.revocation_cause(None, None, posture, None, now, expired=False,
                                                                  mfa_removed=mfa_removed, reason=reason))
             continue
         mfa = _mfa(state, ref.api_session_id)
-        passing, expired = access_plan.passing(posture, mfa, now, evaluate_posture=evaluate_posture)
+        passing, expired, verdicts = access_plan.evaluate(posture, mfa, now, evaluate_posture=evaluate_posture)
         if expired:
             timed_out.add(ref.api_session_id)
         if not passing:
             revoked[ref.session_id] = "mfa_timeout" if expired else "posture"
-            t.revoke_details.append(step_events.revocation_cause(access_plan, posture, mfa, now, expired=expired,
-                                                                 mfa_removed=mfa_removed, reason=reason))
-        elif access_plan.report_only and evaluate_posture and access_plan.would_deny(posture, mfa, now):
+            t.revoke_details.append(step_events.revocation_cause(access_plan, verdicts, posture, mfa, now,
+                                                                 expired=expired, mfa_removed=mfa_removed,
+                                                                 reason=reason))
+        elif access_plan.would_deny(verdicts):
             key = _flag(ref.api_session_id, ref.service_id, ref.session_type)
             would = would if would is not None else set()
             would.add(key)
             if key not in flagged:
                 t.events.append(step_events.would_deny(state.identity_id, ref.api_session_id, ref.service_id,
                                                        ref.session_type, ref.session_id, "recheck", access_plan,
-                                                       posture, mfa, now))
+                                                       verdicts, posture, mfa, now))
     if would or flagged:
         # Sessions not checked here (one granted in this very step) keep their mark.
         checked = {_flag(ref.api_session_id, ref.service_id, ref.session_type) for ref in sessions}

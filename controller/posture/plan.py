@@ -44,7 +44,8 @@ class AccessPlan:
     otherwise.
     """
 
-    __slots__ = ("checks", "groups", "policies", "policy_group", "policy_ids", "report_only", "rules")
+    __slots__ = ("checks", "groups", "policies", "policy_group", "policy_ids", "report_only", "rule_policies",
+                 "rules")
 
     def __init__(self, policies: tuple[Mapping[str, Any], ...], checks: tuple[tuple[Rule, ...], ...]) -> None:
         self.policies = policies
@@ -66,6 +67,9 @@ class AccessPlan:
         self.groups = tuple(groups)
         self.policy_group = tuple(policy_group)
         self.report_only = tuple(i for i, rule in enumerate(distinct) if rule.report_only)
+        # Per distinct rule, the policies requiring it (what a failing check's report names).
+        self.rule_policies = tuple(tuple(policy_id for policy_id, rules in zip(self.policy_ids, checks, strict=True)
+                                         if any(r is rule for r in rules)) for rule in distinct)
 
     def passing(self, data: PostureData, mfa: MfaState | None, now: float, *,
                 evaluate_posture: bool = True) -> tuple[list[str], bool]:
@@ -73,12 +77,24 @@ class AccessPlan:
         elapsed. Every check is evaluated, so that a timed-out MFA check is reported even when another policy
         grants access. With ``evaluate_posture`` False every policy passes. Report-only checks count as passing
         (and their MFA timeouts as not elapsed)."""
+        passing, expired, _ = self.evaluate(data, mfa, now, evaluate_posture=evaluate_posture)
+        return passing, expired
+
+    def evaluate(self, data: PostureData, mfa: MfaState | None, now: float, *,
+                 evaluate_posture: bool = True) -> tuple[list[str], bool, list[int] | None]:
+        """As :meth:`passing`, with each distinct rule's own verdict (report-only ones as they are; None when
+        posture is not evaluated): what :meth:`failing` and :meth:`would_deny` read, so that nothing is evaluated
+        twice."""
         if not evaluate_posture:
-            return list(self.policy_ids), False
-        results = [rule.verdict(data, mfa, now) for rule in self.rules]
-        for position in self.report_only:
-            results[position] = PASS
-        return self._decided(results)
+            return list(self.policy_ids), False, None
+        verdicts = [rule.verdict(data, mfa, now) for rule in self.rules]
+        results = verdicts
+        if self.report_only:
+            results = list(verdicts)
+            for position in self.report_only:
+                results[position] = PASS
+        passing, expired = self._decided(results)
+        return passing, expired, verdicts
 
     def _decided(self, results: list[int]) -> tuple[list[str], bool]:
         if not any(results):  # every check passes (PASS is 0), so every policy does
@@ -87,37 +103,39 @@ class AccessPlan:
         return ([policy_id for policy_id, group in zip(self.policy_ids, self.policy_group, strict=True) if ok[group]],
                 TIMED_OUT in results)
 
-    def would_deny(self, data: PostureData, mfa: MfaState | None, now: float) -> bool:
-        """Whether no policy would pass if the report-only checks were enforced (only meaningful while some policy
-        passes without them)."""
-        if not self.report_only:
+    def would_deny(self, verdicts: list[int] | None) -> bool:
+        """Whether no policy would pass if the report-only checks were enforced, from :meth:`evaluate`'s verdicts
+        (only meaningful while some policy passes without them)."""
+        if not self.report_only or verdicts is None:
             return False
-        return not self._decided([rule.verdict(data, mfa, now) for rule in self.rules])[0]
+        return not self._decided(verdicts)[0]
 
-    def failing(self, data: PostureData, mfa: MfaState | None, now: float, *,
-                report_only: bool = False) -> list[tuple[Mapping[str, Any], list[tuple[Rule, CheckResult]]]]:
-        """Per policy, its checks that fail now with their reports: the enforced ones, or with ``report_only``
-        the report-only ones. Only failing rules are reported (each once)."""
-        reports: dict[int, CheckResult] = {}
-        for rule in self.rules:
-            if rule.report_only == report_only and rule.verdict(data, mfa, now) != PASS:
-                reports[id(rule)] = rule.report(data, mfa, now)
-        return [(policy, [(rule, reports[id(rule)]) for rule in rules if id(rule) in reports])
-                for policy, rules in zip(self.policies, self.checks, strict=True)]
+    def failing(self, verdicts: list[int] | None, data: PostureData, mfa: MfaState | None, now: float, *,
+                report_only: bool = False) -> list[tuple[Rule, CheckResult, tuple[str, ...]]]:
+        """Each distinct check that fails by :meth:`evaluate`'s ``verdicts`` (the enforced ones, or with
+        ``report_only`` the report-only ones), with its report and the policies requiring it."""
+        if verdicts is None:
+            return []
+        return [(rule, rule.report(data, mfa, now), self.rule_policies[position])
+                for position, rule in enumerate(self.rules)
+                if verdicts[position] != PASS and rule.report_only == report_only]
 
-    def refusal(self, failed: list[tuple[Mapping[str, Any], list[tuple[Rule, CheckResult]]]]) -> tuple[
-            dict[str, Any], list[dict[str, Any]]]:
+    def refusal(self, failed: list[tuple[Rule, CheckResult, tuple[str, ...]]]) -> tuple[dict[str, Any],
+                                                                                           list[dict[str, Any]]]:
         """Why no policy passes, from what :meth:`failing` found: the INVALID_POSTURE cause (failing checks by
         policy) and the ``policyFailures`` of the failed service request (every failing enforced check with its
         values)."""
+        reports = {id(rule): report for rule, report, _ in failed}
+        by_policy = [(policy, [(rule, reports[id(rule)]) for rule in rules if id(rule) in reports])
+                     for policy, rules in zip(self.policies, self.checks, strict=True)]
         cause = {
             "message": "Failed to pass posture checks for service policies: ["
-                       + " ".join(str(p["id"]) for p, _ in failed) + "]",
+                       + " ".join(str(p["id"]) for p, _ in by_policy) + "]",
             "data": {str(p["id"]): [{"id": r.check["id"], "typeId": r.check.get("typeId"), "isPassing": False}
-                                    for r, _ in bad] for p, bad in failed},
+                                    for r, _ in bad] for p, bad in by_policy},
         }
         failures = [{"policyId": p["id"], "policyName": p.get("name", ""),
-                     "checks": [failure_entry(r.check, report) for r, report in bad]} for p, bad in failed]
+                     "checks": [failure_entry(r.check, report) for r, report in bad]} for p, bad in by_policy]
         return cause, failures
 
 

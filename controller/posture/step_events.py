@@ -12,19 +12,19 @@ Failing checks are named with their rule in words (``controller/posture/causes.p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from controller.clock import format_time
 from controller.model.events import POSTURE, Event
-from controller.posture.causes import mfa_failure_instant, policy_failures
+from controller.posture.causes import failing_check, mfa_failure_instant
 from controller.posture.plan import AccessPlan
 from controller.posture.records import MfaState, PostureData
 from controller.posture.rules import CheckResult, MfaRule, Rule
 
 __all__ = ["denied", "granted", "revocation_cause", "would_deny"]
 
-Failing = Sequence[tuple[Mapping[str, Any], Sequence[tuple[Rule, CheckResult]]]]
+Failing = Sequence[tuple[Rule, CheckResult, Sequence[str]]]
 
 
 def _subject(identity_id: str, api_session_id: str, service_id: str, session_type: str) -> dict[str, Any]:
@@ -32,12 +32,16 @@ def _subject(identity_id: str, api_session_id: str, service_id: str, session_typ
             "session_type": session_type}
 
 
+def _checks(failing: Failing, data: PostureData, mfa: MfaState | None, now: float) -> list[dict[str, Any]]:
+    return [failing_check(rule, report, policy_ids, data, mfa, now) for rule, report, policy_ids in failing]
+
+
 def denied(identity_id: str, api_session_id: str, service_id: str, session_type: str, failing: Failing,
            data: PostureData, mfa: MfaState | None, now: float) -> Event:
-    """A request refused for posture, with every failing enforced check of every linking policy."""
+    """A request refused for posture, with every failing enforced check of the linking policies."""
     return Event(POSTURE, "denied", {
         **_subject(identity_id, api_session_id, service_id, session_type),
-        "cause": {"code": "postureCheckFailed", "policies": policy_failures(failing, data, mfa, now)}})
+        "cause": {"code": "postureCheckFailed", "checks": _checks(failing, data, mfa, now)}})
 
 
 def granted(identity_id: str, api_session_id: str, service_id: str, session_type: str, session_id: str,
@@ -48,40 +52,42 @@ def granted(identity_id: str, api_session_id: str, service_id: str, session_type
 
 
 def would_deny(identity_id: str, api_session_id: str, service_id: str, session_type: str, session_id: str | None,
-               decision: str, plan: AccessPlan, data: PostureData, mfa: MfaState | None, now: float) -> Event:
+               decision: str, plan: AccessPlan, verdicts: list[int] | None, data: PostureData,
+               mfa: MfaState | None, now: float) -> Event:
     """Report-only checks would have refused a request (``decision`` "request", ``session_id`` the session it got)
-    or revoked a session (``decision`` "recheck"): each failing report-only check by policy."""
-    failing = plan.failing(data, mfa, now, report_only=True)
+    or revoked a session (``decision`` "recheck"): each failing report-only check."""
+    failing = plan.failing(verdicts, data, mfa, now, report_only=True)
     return Event(POSTURE, "wouldDeny", {**_subject(identity_id, api_session_id, service_id, session_type),
                                         "session_id": session_id, "decision": decision,
-                                        "policies": policy_failures(failing, data, mfa, now)})
+                                        "checks": _checks(failing, data, mfa, now)})
 
 
-def revocation_cause(plan: AccessPlan | None, data: PostureData, mfa: MfaState | None, now: float, *,
-                     expired: bool, mfa_removed: bool, reason: str) -> dict[str, Any]:
+def revocation_cause(plan: AccessPlan | None, verdicts: list[int] | None, data: PostureData, mfa: MfaState | None,
+                     now: float, *, expired: bool, mfa_removed: bool, reason: str) -> dict[str, Any]:
     """Why a re-check revokes a session: no policy of its type links it any more (``noPolicy``, after a change of
-    ``reason``: ``policyChange`` or ``roleChange``), or its policies' enforced checks fail. An elapsed MFA timeout
-    comes first (``mfaTimeout``, ``at`` its instant: the MFA pass plus ``timeoutSeconds``); then any other failing
-    check (``postureCheckFailed``); then MFA alone: a wake/unlock grace that ran out (``mfaGraceEnded``, ``at`` its
-    end), or MFA taken away (``mfaRemoved``). Every failing check is listed by policy under ``policies``."""
+    ``reason``: ``policyChange`` or ``roleChange``), or its policies' enforced checks fail (by ``verdicts``, from
+    ``AccessPlan.evaluate``). An elapsed MFA timeout comes first (``mfaTimeout``, ``at`` its instant: the MFA pass
+    plus ``timeoutSeconds``); then any other failing check (``postureCheckFailed``); then MFA alone: a wake/unlock
+    grace that ran out (``mfaGraceEnded``, ``at`` its end), or MFA taken away (``mfaRemoved``). Every failing
+    enforced check is listed under ``checks``."""
     if plan is None:
         return {"code": "noPolicy", "reason": reason}
-    failing = plan.failing(data, mfa, now)
+    failing = plan.failing(verdicts, data, mfa, now)
     cause: dict[str, Any] = {"code": "postureCheckFailed"}
-    mfa_rules = [rule for _, checks in failing for rule, _ in checks if isinstance(rule, MfaRule)]
-    others = any(not isinstance(rule, MfaRule) for _, checks in failing for rule, _ in checks)
-    instants = [(mfa_failure_instant(rule, mfa, now), rule) for rule in mfa_rules]
-    timed_out = [(at, rule) for (why, at), rule in instants if why == "timedOut" and at is not None]
-    if expired and timed_out:
-        deadline, rule = min(timed_out, key=lambda item: item[0])
-        cause = {"code": "mfaTimeout", "at": format_time(deadline), "postureCheckId": rule.check.get("id"),
-                 "timeoutSeconds": rule.timeout}
-    elif not others and instants:
-        (why, since), rule = min(instants, key=lambda item: item[0][1] if item[0][1] is not None else now)
-        if why in ("wake", "unlock") and since is not None:
-            cause = {"code": "mfaGraceEnded", "event": why, "at": format_time(since),
-                     "postureCheckId": rule.check.get("id")}
-        elif mfa_removed:
-            cause = {"code": "mfaRemoved"}
-    cause["policies"] = policy_failures(failing, data, mfa, now)
+    mfa_rules = [rule for rule, _, _ in failing if isinstance(rule, MfaRule)]
+    if mfa_rules:
+        instants = [(mfa_failure_instant(rule, mfa, now), rule) for rule in mfa_rules]
+        timed_out = [(at, rule) for (why, at), rule in instants if why == "timedOut" and at is not None]
+        if expired and timed_out:
+            deadline, rule = min(timed_out, key=lambda item: item[0])
+            cause = {"code": "mfaTimeout", "at": format_time(deadline), "postureCheckId": rule.check.get("id"),
+                     "timeoutSeconds": rule.timeout}
+        elif len(mfa_rules) == len(failing):
+            (why, since), rule = min(instants, key=lambda item: item[0][1] if item[0][1] is not None else now)
+            if why in ("wake", "unlock") and since is not None:
+                cause = {"code": "mfaGraceEnded", "event": why, "at": format_time(since),
+                         "postureCheckId": rule.check.get("id")}
+            elif mfa_removed:
+                cause = {"code": "mfaRemoved"}
+    cause["checks"] = _checks(failing, data, mfa, now)
     return cause
