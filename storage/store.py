@@ -309,6 +309,18 @@ class WriteTxn(ReadTxn):
         key = str(row_id).encode()
         return 0 < len(key) <= MAX_KEY_BYTES and bool(self._txn.delete(key, b"", self._store._rows[kind]))
 
+    def delete_raw_through(self, kind: str, last: str) -> int:
+        """Delete every row kept with :meth:`put_raw` whose id is at most ``last`` in byte order (the oldest rows of
+        a kind keyed in order), walking one cursor; how many."""
+        bound = last.encode()
+        deleted = 0
+        with self._txn.cursor(db=self._store.rows_db(kind)) as cursor:
+            found = cursor.first()
+            while found and cursor.key() <= bound:
+                found = cursor.delete()  # moves to the next row
+                deleted += 1
+        return deleted
+
     def delete(self, kind: str, row_id: str, *, stored: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """Delete a row and its index entries; returns the deleted row, or None when there was none.
 

@@ -81,8 +81,8 @@ EVENT_TYPES: dict[str, tuple[str, dict[str, str]]] = {
 FAILING_CHECK: dict[str, str] = {
     "postureCheckId": "the check", "postureCheckName": "its name", "postureCheckType": "its typeId",
     "policyIds": "the linking policies that require it",
-    "rule": "the rule that failed, in words (an OS check: the reported version and the ranges it is outside)",
-    "reported": "what the identity reported", "required": "what the check requires",
+    "rule": "the rule that failed, in words, with what was reported and what the check requires (an OS check: the "
+            "reported version and the ranges it is outside)",
     "mfa": "MFA checks: notPassed, timedOut, wake or unlock", "at": "MFA checks: the instant it started failing",
 }
 

@@ -1,11 +1,13 @@
 """The event log: every write's events numbered, stored and trimmed in that write's own transaction, and published
 to the live subscribers once it has committed.
 
-Events are rows of the internal kind :data:`EVENTS_KIND`, keyed by their id written as 20 decimal digits (so that
-key order is id order), each holding its JSON text: what the file sink writes and the stream sends, byte for byte.
+Events are kept in rows of the internal kind :data:`EVENTS_KIND`, one row per write, keyed by the id of its first
+event written as 20 decimal digits (so that key order is id order), holding the write's events as JSON texts, one
+per line: what the file sink writes and the stream sends, byte for byte.
 Ids come from a counter row (:data:`COUNTER_KIND`) written in the same transaction, so they increase by one with
 no gap, a write that rolls back takes its ids along, a restart continues after the last, and replicated rows keep
-one global order. The log keeps the last ``keep`` events: a write that adds events deletes those they push out.
+one global order. The log keeps about the last ``keep`` events: a write that takes it :data:`TRIM_BATCH` past them
+deletes the rows of the older ones (a row partly older goes whole).
 
 An event is a JSON object: ``event_id`` (the number), ``namespace``, ``event_type``, ``timestamp`` (the write's
 instant, RFC 3339 with milliseconds), ``event_src_id`` (the controller process that recorded it), then the fields
@@ -34,6 +36,8 @@ COUNTER_KIND = "event-counter"
 LAYOUTS = (KindLayout(EVENTS_KIND), KindLayout(COUNTER_KIND))
 """The storage layouts of the log's kinds (no index: rows are put raw)."""
 _COUNTER = "last"
+TRIM_BATCH = 256
+"""The store keeps the last ``keep`` events, and at most this many older ones until the next trim."""
 _encoder = msgspec.json.Encoder()
 
 
@@ -53,42 +57,43 @@ class EventLog:
         self.keep = keep
         self.source_id = source_id
 
-    def record(self, ctx: WriteContext) -> list[KeptEvent] | None:
-        """Number and store the write's events (``controller/insight/derive.py``) in its transaction."""
+    def record(self, ctx: WriteContext) -> list[tuple[int, bytes]] | None:
+        """Number and store the write's events (``controller/insight/derive.py``) in its transaction: one row for
+        all of them, keyed by the first one's id, holding their JSON texts one per line."""
         derived = derive(ctx)
         if not derived:
             return None
         txn, keep, source = ctx.txn, self.keep, self.source_id
-        last = latest_id(txn)
+        before = latest_id(txn)
+        last = before
         stamp = format_time(ctx.now)
-        kept: list[KeptEvent] = []
+        encode = _encoder.encode
+        kept: list[tuple[int, bytes]] = []
         for namespace, event_type, fields in derived:
             last += 1
             body: dict[str, Any] = {"event_id": last, "namespace": namespace, "event_type": event_type,
                                     "timestamp": stamp, "event_src_id": source, **fields}
             if namespace == ENTITY_CHANGE:
                 body["eventId"] = str(last)  # OpenZiti's name for the id of an entity change
-            data = _encoder.encode(body)
-            txn.put_raw(EVENTS_KIND, event_key(last), data)
-            if last > keep:
-                txn.delete_raw(EVENTS_KIND, event_key(last - keep))
-            kept.append(KeptEvent(last, data, body))
+            kept.append((last, encode(body)))
+        txn.put_raw(EVENTS_KIND, event_key(before + 1), b"\n".join(data for _, data in kept))
+        # Trimmed a batch at a time, in the write whose events take the log past keep + TRIM_BATCH: one cursor walk
+        # per batch costs a fraction of a delete per event.
+        if last > keep and (before - keep) // TRIM_BATCH != (last - keep) // TRIM_BATCH:
+            txn.delete_raw_through(EVENTS_KIND, event_key(last - keep))
         txn.put_raw(COUNTER_KIND, _COUNTER, str(last).encode())
         return kept
 
     def committed(self, recorded: object) -> None:
-        """Publish what :meth:`record` stored, now durable."""
-        self.hub.publish(cast(list[KeptEvent], recorded))
+        """Publish what :meth:`record` stored, now durable (events are made only for subscribers)."""
+        if self.hub.subscribers:
+            self.hub.publish([KeptEvent(event_id, data) for event_id, data in cast(list[tuple[int, bytes]],
+                                                                                   recorded)])
 
     def trim(self, ctx: WriteContext) -> int:
-        """Delete the kept events beyond the last ``keep`` (after a start with a smaller ``keep``); how many."""
-        txn = ctx.txn
-        first_kept = latest_id(txn) - self.keep + 1
-        stale = [key for key, _ in txn.scan_raw_from(EVENTS_KIND, None)
-                 if int(key) < first_kept] if oldest_id(txn) is not None else []
-        for key in stale:
-            txn.delete_raw(EVENTS_KIND, key)
-        return len(stale)
+        """Delete the rows of events beyond the last ``keep`` (after a start with a smaller ``keep``); how many."""
+        last = latest_id(ctx.txn)
+        return ctx.txn.delete_raw_through(EVENTS_KIND, event_key(last - self.keep)) if last > self.keep else 0
 
 
 def latest_id(txn: ReadTxn) -> int:
@@ -104,12 +109,26 @@ def oldest_id(txn: ReadTxn) -> int | None:
     return None
 
 
+def _events(key: str, data: bytes) -> list[KeptEvent]:
+    first = int(key)
+    return [KeptEvent(first + index, line) for index, line in enumerate(data.split(b"\n"))]
+
+
 def kept_events(txn: ReadTxn, start: int | None = None, *, reverse: bool = False) -> Iterator[KeptEvent]:
     """The kept events from id ``start`` (included) on, or back from it when ``reverse`` (None: from the oldest,
     or the newest); valid while ``txn`` is open."""
-    for key, data in txn.scan_raw_from(EVENTS_KIND, None if start is None else event_key(max(start, 0)),
-                                       reverse=reverse):
-        yield KeptEvent(int(key), data)
+    if start is None:
+        rows = txn.scan_raw_from(EVENTS_KIND, None, reverse=reverse)
+    else:
+        # The row holding ``start`` is the last one keyed at or before it.
+        holding = next(iter(txn.scan_raw_from(EVENTS_KIND, event_key(max(start, 0)), reverse=True)), None)
+        origin = holding[0] if holding is not None else event_key(max(start, 0))
+        rows = txn.scan_raw_from(EVENTS_KIND, origin, reverse=reverse)
+    for key, data in rows:
+        events = _events(key, data)
+        for event in reversed(events) if reverse else events:
+            if start is None or (event.id <= start if reverse else event.id >= start):
+                yield event
 
 
 def read_after(txn: ReadTxn, last: int, limit: int) -> list[KeptEvent]:

@@ -17,6 +17,9 @@ from controller.posture.rules import CheckResult, MfaRule, Rule
 
 __all__ = ["failing_check", "mfa_failure_instant", "remedy", "reported_by", "rule_words"]
 
+# What events say of a failing check are facts, cheap to take on the engine's path (attribute reads, the check's
+# own compiled values); the access explanation, which is not on that path, words them (rule_words, remedy).
+
 
 def _time(value: float | None) -> str | None:
     return format_time(value) if value is not None else None
@@ -144,19 +147,64 @@ def remedy(rule: Rule, report: CheckResult) -> str:
     return "nothing can pass this check"
 
 
-def failing_check(rule: Rule, report: CheckResult, policy_ids: Sequence[str], data: PostureData,
-                  mfa: MfaState | None, now: float) -> dict[str, Any]:
-    """A failing check as events name it: the check, the policies requiring it, the rule in words, what was
-    reported and what the check requires; an MFA check also says why (``mfa``: notPassed, timedOut, wake or
-    unlock) and since when (``at``: a timeout's or a grace's end)."""
+def _os(rule: Rule, data: PostureData) -> tuple[str, Any]:
+    record = data.os
+    if record is None or record.timed_out:
+        return "osNotReported", None
+    facts = {"type": record.type, "version": record.version, "build": record.build}
+    listed = getattr(rule, "by_type", {})
+    return ("osVersion" if record.type.lower() in listed else "osType"), facts
+
+
+def _mac(rule: Rule, data: PostureData) -> tuple[str, Any]:
+    record = data.mac
+    return ("macNotReported", None) if record is None or record.timed_out else ("macAddress", record.addresses)
+
+
+def _domain(rule: Rule, data: PostureData) -> tuple[str, Any]:
+    record = data.domain
+    return ("domainNotReported", None) if record is None or record.timed_out else ("domain", record.domain)
+
+
+def _process(rule: Rule, data: PostureData) -> tuple[str, Any]:
+    record = data.processes.get(str(rule.check.get("id", "")))
+    if record is None or record.timed_out:
+        return "processNotReported", None
+    facts = {"path": record.path, "isRunning": record.is_running, "hash": record.hash}
+    if not record.is_running:
+        return "processNotRunning", facts
+    return ("processHash" if record.hash not in getattr(rule, "hashes", ()) else "processSigner"), facts
+
+
+def _processes(rule: Rule, data: PostureData) -> tuple[str, Any]:
+    paths = data.process_paths
+    return "processes", [{"path": p.path, "isRunning": p.is_running, "hash": p.hash}
+                         for spec in getattr(rule, "specs", ()) if (p := paths.get(spec[0])) is not None]
+
+
+_FACTS = {"OS": _os, "MAC": _mac, "DOMAIN": _domain, "PROCESS": _process, "PROCESS_MULTI": _processes}
+_MFA_RULES = {"notPassed": "mfaNotPassed", "timedOut": "mfaTimedOut", "wake": "mfaWake", "unlock": "mfaUnlock"}
+
+
+def failing_check(rule: Rule, policy_ids: Sequence[str], data: PostureData, mfa: MfaState | None,
+                  now: float) -> dict[str, Any]:
+    """A failing check as events name it, from facts only (no words: they are the readers' to render, see
+    :func:`rule_words` and the CLI): the check, the policies requiring it, the rule it broke (``rule``: osType,
+    osVersion, macAddress, domain, processNotRunning, processHash, processSigner, processes, mfaNotPassed,
+    mfaTimedOut, mfaWake, mfaUnlock, or ...NotReported), what was reported (``reported``) and what the check
+    requires (``required``); an MFA check also says since when it fails (``at``: a timeout's or a grace's end)."""
     check = rule.check
-    entry: dict[str, Any] = {
-        "postureCheckId": check.get("id"), "postureCheckName": check.get("name"),
-        "postureCheckType": check.get("typeId"), "policyIds": list(policy_ids),
-        "rule": rule_words(rule, report, data, mfa, now), "reported": report.actual_value,
-        "required": report.expected_value}
+    type_id = check.get("typeId")
+    entry: dict[str, Any] = {"postureCheckId": check.get("id"), "postureCheckName": check.get("name"),
+                             "postureCheckType": type_id, "policyIds": policy_ids}
     if isinstance(rule, MfaRule):
         why, at = mfa_failure_instant(rule, mfa, now)
-        entry["mfa"] = why
+        entry["rule"], entry["reported"] = _MFA_RULES[why], None
+        entry["required"] = {"timeoutSeconds": rule.timeout, "promptOnWake": rule.wake,
+                             "promptOnUnlock": rule.unlock}
         entry["at"] = _time(at)
+        return entry
+    facts = _FACTS.get(str(type_id))
+    entry["rule"], entry["reported"] = facts(rule, data) if facts is not None else ("unknownType", None)
+    entry["required"] = getattr(rule, "expected", None)
     return entry

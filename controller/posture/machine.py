@@ -197,7 +197,8 @@ def _decide(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, r
         t.persist = True
         t.replies.append((request.reply, ApiError("INVALID_POSTURE", cause)))
         t.events.append(step_events.denied(state.identity_id, request.api_session_id, request.service_id,
-                                           request.session_type, failing, state.posture, mfa, now))
+                                           request.session_type, access_plan.failing_rules(decision.verdicts),
+                                           state.posture, mfa, now))
     elif not decision.granted:
         t.replies.append((request.reply, ApiError(decision.code)))
     else:

@@ -120,6 +120,14 @@ class AccessPlan:
                 for position, rule in enumerate(self.rules)
                 if verdicts[position] != PASS and rule.report_only == report_only]
 
+    def failing_rules(self, verdicts: list[int] | None, *, report_only: bool = False) -> list[tuple[Rule,
+                                                                                                  tuple[str, ...]]]:
+        """As :meth:`failing`, without the reports: each distinct failing rule and the policies requiring it."""
+        if verdicts is None:
+            return []
+        return [(rule, self.rule_policies[position]) for position, rule in enumerate(self.rules)
+                if verdicts[position] != PASS and rule.report_only == report_only]
+
     def refusal(self, failed: list[tuple[Rule, CheckResult, tuple[str, ...]]]) -> tuple[dict[str, Any],
                                                                                            list[dict[str, Any]]]:
         """Why no policy passes, from what :meth:`failing` found: the INVALID_POSTURE cause (failing checks by

@@ -20,11 +20,11 @@ from controller.model.events import POSTURE, Event
 from controller.posture.causes import failing_check, mfa_failure_instant
 from controller.posture.plan import AccessPlan
 from controller.posture.records import MfaState, PostureData
-from controller.posture.rules import CheckResult, MfaRule, Rule
+from controller.posture.rules import MfaRule, Rule
 
 __all__ = ["denied", "granted", "revocation_cause", "would_deny"]
 
-Failing = Sequence[tuple[Rule, CheckResult, Sequence[str]]]
+Failing = Sequence[tuple[Rule, Sequence[str]]]
 
 
 def _subject(identity_id: str, api_session_id: str, service_id: str, session_type: str) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def _subject(identity_id: str, api_session_id: str, service_id: str, session_typ
 
 
 def _checks(failing: Failing, data: PostureData, mfa: MfaState | None, now: float) -> list[dict[str, Any]]:
-    return [failing_check(rule, report, policy_ids, data, mfa, now) for rule, report, policy_ids in failing]
+    return [failing_check(rule, policy_ids, data, mfa, now) for rule, policy_ids in failing]
 
 
 def denied(identity_id: str, api_session_id: str, service_id: str, session_type: str, failing: Failing,
@@ -56,7 +56,7 @@ def would_deny(identity_id: str, api_session_id: str, service_id: str, session_t
                mfa: MfaState | None, now: float) -> Event:
     """Report-only checks would have refused a request (``decision`` "request", ``session_id`` the session it got)
     or revoked a session (``decision`` "recheck"): each failing report-only check."""
-    failing = plan.failing(verdicts, data, mfa, now, report_only=True)
+    failing = plan.failing_rules(verdicts, report_only=True)
     return Event(POSTURE, "wouldDeny", {**_subject(identity_id, api_session_id, service_id, session_type),
                                         "session_id": session_id, "decision": decision,
                                         "checks": _checks(failing, data, mfa, now)})
@@ -72,9 +72,9 @@ def revocation_cause(plan: AccessPlan | None, verdicts: list[int] | None, data: 
     enforced check is listed under ``checks``."""
     if plan is None:
         return {"code": "noPolicy", "reason": reason}
-    failing = plan.failing(verdicts, data, mfa, now)
+    failing = plan.failing_rules(verdicts)
     cause: dict[str, Any] = {"code": "postureCheckFailed"}
-    mfa_rules = [rule for rule, _, _ in failing if isinstance(rule, MfaRule)]
+    mfa_rules = [rule for rule, _ in failing if isinstance(rule, MfaRule)]
     if mfa_rules:
         instants = [(mfa_failure_instant(rule, mfa, now), rule) for rule in mfa_rules]
         timed_out = [(at, rule) for (why, at), rule in instants if why == "timedOut" and at is not None]

@@ -24,7 +24,7 @@ from hypercorn.config import Config
 
 from controller.certificates import Pki
 from controller.insight import EventFile, write_events_behind
-from controller.insight.event_log import latest_id, oldest_id
+from controller.insight.event_log import TRIM_BATCH, latest_id, oldest_id
 from controller.runtime import memory
 from controller.runtime.bootstrap import BootstrapResult, bootstrap
 from controller.runtime.certificate_renewal import renew_server_certificate
@@ -101,7 +101,7 @@ async def _start_events(controller: Controller, nursery: trio.Nursery) -> None:
         return
     with controller.store.read() as txn:
         oldest, latest = oldest_id(txn), latest_id(txn)
-    if oldest is not None and oldest <= latest - event_log.keep:  # started with a smaller --events-keep
+    if oldest is not None and oldest <= latest - event_log.keep - TRIM_BATCH:  # started with a smaller --events-keep
         await controller.domain.write(event_log.trim)
     if settings.events_file is not None:
         events_file = EventFile(settings.events_file, max_bytes=settings.events_file_max_bytes,
