@@ -5,8 +5,7 @@ Every event carries the envelope (:data:`ENVELOPE`) and its type's fields (:data
 ``namespace.event_type``). A ``cause`` is an object whose ``code`` names the cause; a failing check inside one
 (``checks[]``) is described by :data:`FAILING_CHECK`. One change is one event: a session that ends is either
 ``edge.sessions.deleted`` (its API session ended by logout or expiry) or ``access.revoked`` (taken away), and a
-granted request is ``edge.sessions.created`` (OpenZiti's record of the session) and ``posture.granted`` (the
-decision, naming the policies that pass).
+granted request is ``edge.sessions.created`` (OpenZiti's record of the session, naming the policies that pass).
 """
 
 from __future__ import annotations
@@ -38,7 +37,8 @@ EVENT_TYPES: dict[str, tuple[str, dict[str, str]]] = {
     "edge.apiSessions.deleted": ("An API session ended", {
         **_API_SESSION, "cause": "code: logout, expiry, disable (by: the admin), lockout, or deleted (by: the "
                                  "author; null for the controller, e.g. when its identity is deleted)"}),
-    "edge.sessions.created": ("A Dial/Bind session was granted", {
+    "edge.sessions.created": ("A session request passed posture and was granted: the posture decision, with the "
+                              "policies that pass", {
         **_SESSION, "service_policy_ids": "the service policies that granted it"}),
     "edge.sessions.deleted": ("A Dial/Bind session ended with its API session (a session taken away is "
                               "access.revoked instead)", {
@@ -64,8 +64,6 @@ EVENT_TYPES: dict[str, tuple[str, dict[str, str]]] = {
     "mfa.removed": ("An identity's MFA enrolment was removed", {
         "identity_id": "the identity", "api_session_id": "the API session that removed it (null for an admin)",
         "by": "self or admin", "verified": "the enrolment was complete (its removal takes every MFA pass away)"}),
-    "posture.granted": ("A session request passed posture and was granted", {
-        **_SUBJECT, "session_id": "the new session", "policy_ids": "the policies that pass"}),
     "posture.denied": ("A session request was refused for posture", {
         **_SUBJECT, "cause": "code postureCheckFailed; checks: the failing checks of the linking policies"}),
     "posture.wouldDeny": ("Report-only checks would have refused a request or revoked a session", {

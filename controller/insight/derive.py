@@ -66,7 +66,16 @@ def metadata(author: Author | None, name: str | None) -> dict[str, Any]:
 def _from_change(ctx: WriteContext, change: Change, out: list[Derived], authored: list[dict[str, Any]]) -> None:
     kind = change.kind
     if kind == SESSION_KIND:
-        _session(ctx, change, out)
+        before = change.before
+        causes = ctx.causes
+        cause = causes.get((SESSION_KIND, change.id)) if causes is not None else None
+        if before is not None and change.after is None and cause is not None:  # the engine's revocation
+            out.append((ACCESS, "revoked", {"identity_id": before.get("identityId"), "session_id": change.id,
+                                            "api_session_id": before.get("apiSessionId"),
+                                            "service_id": before.get("serviceId"),
+                                            "session_type": before.get("type"), "cause": cause}))
+        else:
+            _session(ctx, change, out)
     elif kind == API_SESSION_KIND:
         _api_session(ctx, change, out)
     elif kind in ctx.registry.resources:

@@ -193,18 +193,25 @@ def failing_check(rule: Rule, policy_ids: Sequence[str], data: PostureData, mfa:
     osVersion, macAddress, domain, processNotRunning, processHash, processSigner, processes, mfaNotPassed,
     mfaTimedOut, mfaWake, mfaUnlock, or ...NotReported), what was reported (``reported``) and what the check
     requires (``required``); an MFA check also says since when it fails (``at``: a timeout's or a grace's end)."""
-    check = rule.check
-    type_id = check.get("typeId")
-    entry: dict[str, Any] = {"postureCheckId": check.get("id"), "postureCheckName": check.get("name"),
-                             "postureCheckType": type_id, "policyIds": policy_ids}
+    header = rule.header or _header(rule)
+    facts = _FACTS.get(header["postureCheckType"])
+    if facts is not None:
+        name, reported = facts(rule, data)
+        return {**header, "policyIds": policy_ids, "rule": name, "reported": reported}
     if isinstance(rule, MfaRule):
         why, at = mfa_failure_instant(rule, mfa, now)
-        entry["rule"], entry["reported"] = _MFA_RULES[why], None
-        entry["required"] = {"timeoutSeconds": rule.timeout, "promptOnWake": rule.wake,
-                             "promptOnUnlock": rule.unlock}
-        entry["at"] = _time(at)
-        return entry
-    facts = _FACTS.get(str(type_id))
-    entry["rule"], entry["reported"] = facts(rule, data) if facts is not None else ("unknownType", None)
-    entry["required"] = getattr(rule, "expected", None)
-    return entry
+        return {**header, "policyIds": policy_ids, "rule": _MFA_RULES[why], "reported": None, "at": _time(at)}
+    return {**header, "policyIds": policy_ids, "rule": "unknownType", "reported": None}
+
+
+def _header(rule: Rule) -> dict[str, Any]:
+    """What a failing check's entry says of the check itself, made once per compiled rule (rules are shared and
+    never change: a change of the check compiles a new one). Do not mutate it."""
+    header = rule.header
+    if header is None:
+        check = rule.check
+        required = ({"timeoutSeconds": rule.timeout, "promptOnWake": rule.wake, "promptOnUnlock": rule.unlock}
+                    if isinstance(rule, MfaRule) else getattr(rule, "expected", None))
+        header = rule.header = {"postureCheckId": check.get("id"), "postureCheckName": check.get("name"),
+                                "postureCheckType": check.get("typeId"), "required": required}
+    return header

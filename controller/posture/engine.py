@@ -225,7 +225,7 @@ class IdentityBehavior:
                     "type": request.session_type, "token": str(uuid.uuid4()), "servicePolicies": grant.policy_ids,
                     "tags": dict(request.tags)}
             events = tuple(Event(e.namespace, e.event_type, {**e.fields, "session_id": session_id})
-                           for e in grant.events)
+                           for e in grant.events) if grant.events else ()
             grants.append((session_id, body, grant.replies, events))
             sessions += (SessionRef(session_id, request.api_session_id, request.service_id, request.session_type),)
         write.grants = grants

@@ -202,15 +202,16 @@ def _decide(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, r
     elif not decision.granted:
         t.replies.append((request.reply, ApiError(decision.code)))
     else:
-        subject = (state.identity_id, request.api_session_id, request.service_id, request.session_type)
-        events = [step_events.granted(*subject, "", decision.policy_ids)]
+        # The grant's event is the session's creation (edge.sessions.created names the policies that pass).
+        events: tuple[Event, ...] = ()
         if access_plan.would_deny(decision.verdicts):
-            events.append(step_events.would_deny(*subject, None, "request", access_plan, decision.verdicts,
-                                                 state.posture, mfa, now))
+            subject = (state.identity_id, request.api_session_id, request.service_id, request.session_type)
+            events = (step_events.would_deny(*subject, None, "request", access_plan, decision.verdicts,
+                                             state.posture, mfa, now),)
             # Noted for the session it gets, so that re-checks do not report it again.
             t.state = replace(state, would_deny=state.would_deny | {_flag(*subject[1:])})
             t.persist = True
-        t.grants.append(Grant(request, list(decision.policy_ids), [request.reply], tuple(events)))
+        t.grants.append(Grant(request, list(decision.policy_ids), [request.reply], events))
 
 
 def _flag(api_session_id: str, service_id: str, session_type: str) -> str:

@@ -44,8 +44,8 @@ class AccessPlan:
     otherwise.
     """
 
-    __slots__ = ("checks", "groups", "policies", "policy_group", "policy_ids", "report_only", "rule_policies",
-                 "rules")
+    __slots__ = ("checks", "groups", "mfa", "policies", "policy_group", "policy_ids", "report_only",
+                 "rule_policies", "rules")
 
     def __init__(self, policies: tuple[Mapping[str, Any], ...], checks: tuple[tuple[Rule, ...], ...]) -> None:
         self.policies = policies
@@ -67,6 +67,7 @@ class AccessPlan:
         self.groups = tuple(groups)
         self.policy_group = tuple(policy_group)
         self.report_only = tuple(i for i, rule in enumerate(distinct) if rule.report_only)
+        self.mfa = any(isinstance(rule, MfaRule) for rule in distinct)
         # Per distinct rule, the policies requiring it (what a failing check's report names).
         self.rule_policies = tuple(tuple(policy_id for policy_id, rules in zip(self.policy_ids, checks, strict=True)
                                          if any(r is rule for r in rules)) for rule in distinct)
@@ -125,8 +126,12 @@ class AccessPlan:
         """As :meth:`failing`, without the reports: each distinct failing rule and the policies requiring it."""
         if verdicts is None:
             return []
-        return [(rule, self.rule_policies[position]) for position, rule in enumerate(self.rules)
-                if verdicts[position] != PASS and rule.report_only == report_only]
+        rules, policies = self.rules, self.rule_policies
+        found = []
+        for i, verdict in enumerate(verdicts):  # a loop, not a comprehension: no frame of its own
+            if verdict and rules[i].report_only == report_only:
+                found.append((rules[i], policies[i]))
+        return found
 
     def refusal(self, failed: list[tuple[Rule, CheckResult, tuple[str, ...]]]) -> tuple[dict[str, Any],
                                                                                            list[dict[str, Any]]]:

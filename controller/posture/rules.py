@@ -68,11 +68,13 @@ class Rule:
     """A compiled check (its row must not change afterwards). ``report_only``: the check's failures are reported,
     never enforced (its ``reportOnly`` field)."""
 
-    __slots__ = ("check", "report_only")
+    __slots__ = ("check", "header", "report_only")
 
     def __init__(self, check: Mapping[str, Any]) -> None:
         self.check = check
         self.report_only = bool(check.get("reportOnly"))
+        # What events say of this check when it fails, made on first need (controller/posture/causes.py).
+        self.header: dict[str, Any] | None = None
 
     def verdict(self, data: PostureData, mfa: MfaState | None, now: float) -> int:
         """:data:`PASS`, :data:`FAIL` or :data:`TIMED_OUT`, as :meth:`report` would say it."""

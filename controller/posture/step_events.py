@@ -1,7 +1,8 @@
 """The events and revocation causes an identity actor's step produces, built from what the step decided (pure).
 
 * ``posture`` ``denied``: a session request refused because no policy's enforced checks pass;
-* ``posture`` ``granted``: a session request granted, with the policies that pass;
+* a granted request is the session's creation (``edge.sessions`` ``created``, naming the policies that pass,
+  written by the event log from the session's row);
 * ``posture`` ``wouldDeny``: a request granted, or a session kept, only because some checks are report-only;
 * revocation causes (``access`` ``revoked``, written by the event log from the session's deletion): ``noPolicy``,
   ``postureCheckFailed``, ``mfaTimeout`` (with the timeout's instant), ``mfaGraceEnded`` (with the grace's end),
@@ -22,7 +23,7 @@ from controller.posture.plan import AccessPlan
 from controller.posture.records import MfaState, PostureData
 from controller.posture.rules import MfaRule, Rule
 
-__all__ = ["denied", "granted", "revocation_cause", "would_deny"]
+__all__ = ["denied", "revocation_cause", "would_deny"]
 
 Failing = Sequence[tuple[Rule, Sequence[str]]]
 
@@ -42,13 +43,6 @@ def denied(identity_id: str, api_session_id: str, service_id: str, session_type:
     return Event(POSTURE, "denied", {
         **_subject(identity_id, api_session_id, service_id, session_type),
         "cause": {"code": "postureCheckFailed", "checks": _checks(failing, data, mfa, now)}})
-
-
-def granted(identity_id: str, api_session_id: str, service_id: str, session_type: str, session_id: str,
-            policy_ids: Sequence[str]) -> Event:
-    """A request granted: the new session and the policies that pass."""
-    return Event(POSTURE, "granted", {**_subject(identity_id, api_session_id, service_id, session_type),
-                                      "session_id": session_id, "policy_ids": list(policy_ids)})
 
 
 def would_deny(identity_id: str, api_session_id: str, service_id: str, session_type: str, session_id: str | None,
@@ -73,6 +67,11 @@ def revocation_cause(plan: AccessPlan | None, verdicts: list[int] | None, data: 
     if plan is None:
         return {"code": "noPolicy", "reason": reason}
     failing = plan.failing_rules(verdicts)
+    checks = []
+    for rule, policy_ids in failing:
+        checks.append(failing_check(rule, policy_ids, data, mfa, now))
+    if not plan.mfa:
+        return {"code": "postureCheckFailed", "checks": checks}
     cause: dict[str, Any] = {"code": "postureCheckFailed"}
     mfa_rules = [rule for rule, _ in failing if isinstance(rule, MfaRule)]
     if mfa_rules:
@@ -89,5 +88,5 @@ def revocation_cause(plan: AccessPlan | None, verdicts: list[int] | None, data: 
                          "postureCheckId": rule.check.get("id")}
             elif mfa_removed:
                 cause = {"code": "mfaRemoved"}
-    cause["checks"] = _checks(failing, data, mfa, now)
+    cause["checks"] = checks
     return cause

@@ -12,7 +12,6 @@ import pytest
 from actors.live_actors import OneShot
 from controller.clock import format_time
 from controller.errors import ApiError
-from controller.model.events import Event
 from controller.posture.machine import (
     MAX_API_SESSIONS,
     MAX_FAILURES,
@@ -256,11 +255,9 @@ def test_a_session_request_passing_posture_is_granted() -> None:
     state = run(IdentityState("i1"), PostureReported("s1", (GOOD_MAC,)), now=T0).state
     first, again = request("s1", "mac-svc"), request("s1", "mac-svc")
     t = run(state, first, again, now=T0 + 1)
-    # One grant for both requests of the same API session, service and type; created by the shell, which gives
-    # the granted event its session id.
-    granted = Event("posture", "granted", {"identity_id": "i1", "api_session_id": "s1", "service_id": "mac-svc",
-                                           "session_type": "Dial", "session_id": "", "policy_ids": ["p_mac"]})
-    assert t.grants == [Grant(first, ["p_mac"], [first.reply, again.reply], (granted,))]
+    # One grant for both requests of the same API session, service and type; created by the shell (its event is
+    # the session's creation).
+    assert t.grants == [Grant(first, ["p_mac"], [first.reply, again.reply])]
     assert t.durable and t.replies == [] and t.revoke == []
 
 

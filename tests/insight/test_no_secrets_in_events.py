@@ -44,7 +44,8 @@ async def test_no_event_holds_a_secret(admin: Api, controller: Controller, autoj
     secrets.append(bad)
     await client.post("/authenticate/mfa", {"code": bad})
     await client.post("/authenticate/mfa", {"code": detail["recoveryCodes"][0]})
-    # A session (its token), a revocation, a password change, a logout.
+    # A refusal, a session (its token), a revocation, a password change, a logout.
+    assert (await client.post("/sessions", {"serviceId": ids["service"]})).status == 409
     await client.post("/posture-response", MAC_OK)
     session = await client.post("/sessions", {"serviceId": ids["service"]})
     assert session.status == 201
