@@ -44,12 +44,22 @@ def derive(ctx: WriteContext) -> list[Derived]:
     recorded = ctx.events or ()
     position = 0
     authored: list[dict[str, Any]] = []  # the write's metadata, once an entity change needs it
+    causes = ctx.causes
     for index, change in enumerate(ctx.changes):
         while position < len(recorded) and recorded[position][0] <= index:
             event = recorded[position][1]
             out.append((event.namespace, event.event_type, event.fields))
             position += 1
-        _from_change(ctx, change, out, authored)
+        before = change.before
+        if causes is not None and change.after is None and change.kind == SESSION_KIND and before is not None and (
+                cause := causes.get((SESSION_KIND, change.id))) is not None:
+            # A revocation with its cause (the posture engine's): the commonest change with an event, inline.
+            out.append((ACCESS, "revoked", {"identity_id": before.get("identityId"), "session_id": change.id,
+                                            "api_session_id": before.get("apiSessionId"),
+                                            "service_id": before.get("serviceId"),
+                                            "session_type": before.get("type"), "cause": cause}))
+        else:
+            _from_change(ctx, change, out, authored)
     for _, event in recorded[position:]:
         out.append((event.namespace, event.event_type, event.fields))
     return out
@@ -66,16 +76,7 @@ def metadata(author: Author | None, name: str | None) -> dict[str, Any]:
 def _from_change(ctx: WriteContext, change: Change, out: list[Derived], authored: list[dict[str, Any]]) -> None:
     kind = change.kind
     if kind == SESSION_KIND:
-        before = change.before
-        causes = ctx.causes
-        cause = causes.get((SESSION_KIND, change.id)) if causes is not None else None
-        if before is not None and change.after is None and cause is not None:  # the engine's revocation
-            out.append((ACCESS, "revoked", {"identity_id": before.get("identityId"), "session_id": change.id,
-                                            "api_session_id": before.get("apiSessionId"),
-                                            "service_id": before.get("serviceId"),
-                                            "session_type": before.get("type"), "cause": cause}))
-        else:
-            _session(ctx, change, out)
+        _session(ctx, change, out)
     elif kind == API_SESSION_KIND:
         _api_session(ctx, change, out)
     elif kind in ctx.registry.resources:

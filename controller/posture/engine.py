@@ -187,7 +187,7 @@ class IdentityBehavior:
                 gone = set(t.revoke)
                 live.sessions = tuple(ref for ref in live.sessions if ref.session_id not in gone)
                 write.revoke = (write.revoke or []) + t.revoke
-                write.revoke_causes = (write.revoke_causes or []) + t.revoke_details
+                write.revoke_causes = [*(write.revoke_causes or ()), *t.revoke_details]
                 revocations = self.engine.revocations
                 for cause in t.revoke_causes:
                     revocations[cause] += 1
@@ -196,7 +196,7 @@ class IdentityBehavior:
                 write.lateness = (write.lateness or []) + [(deadline, decided_at, len(t.revoke))
                                                            for deadline in t.decided]
             if t.events:
-                write.events = (write.events or []) + t.events
+                write.events = [*(write.events or ()), *t.events]
             if t.grants:
                 self._grant(key, live, write, t, now)
             if t.replies:

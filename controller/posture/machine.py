@@ -85,8 +85,8 @@ class Transition:
     state: IdentityState
     revoke: list[str] = field(default_factory=list)
     revoke_causes: tuple[str, ...] = ()
-    revoke_details: list[dict[str, Any]] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
+    revoke_details: tuple[dict[str, Any], ...] = ()  # tuples: most steps have none, and allocate nothing
+    events: tuple[Event, ...] = ()
     grants: list[Grant] = field(default_factory=list)
     existing: list[tuple[OneShot[Any], str]] = field(default_factory=list)
     replies: list[tuple[OneShot[Any], Any]] = field(default_factory=list)
@@ -196,15 +196,15 @@ def _decide(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, r
         t.state = replace(state, failures=(*state.failures, failure)[-MAX_FAILURES:])
         t.persist = True
         t.replies.append((request.reply, ApiError("INVALID_POSTURE", cause)))
-        t.events.append(step_events.denied(state.identity_id, request.api_session_id, request.service_id,
-                                           request.session_type, access_plan.failing_rules(decision.verdicts),
-                                           state.posture, mfa, now))
+        t.events += (step_events.denied(state.identity_id, request.api_session_id, request.service_id,
+                                        request.session_type, access_plan.failing_rules(decision.verdicts),
+                                        state.posture, mfa, now),)
     elif not decision.granted:
         t.replies.append((request.reply, ApiError(decision.code)))
     else:
         # The grant's event is the session's creation (edge.sessions.created names the policies that pass).
         events: tuple[Event, ...] = ()
-        if access_plan.would_deny(decision.verdicts):
+        if access_plan.report_only and access_plan.would_deny(decision.verdicts):
             subject = (state.identity_id, request.api_session_id, request.service_id, request.session_type)
             events = (step_events.would_deny(*subject, None, "request", access_plan, decision.verdicts,
                                              state.posture, mfa, now),)
@@ -240,8 +240,8 @@ def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, 
         access_plan = service.plans.get(ref.session_type) if service is not None else None
         if access_plan is None:
             revoked[ref.session_id] = "policy"
-            t.revoke_details.append(step_events.revocation_cause(None, None, posture, None, now, expired=False,
-                                                                 mfa_removed=mfa_removed, reason=reason))
+            t.revoke_details += (step_events.revocation_cause(None, None, posture, None, now, expired=False,
+                                                              mfa_removed=mfa_removed, reason=reason),)
             continue
         mfa = _mfa(state, ref.api_session_id)
         passing, expired, verdicts = access_plan.evaluate(posture, mfa, now, evaluate_posture=evaluate_posture)
@@ -249,17 +249,17 @@ def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, 
             timed_out.add(ref.api_session_id)
         if not passing:
             revoked[ref.session_id] = "mfa_timeout" if expired else "posture"
-            t.revoke_details.append(step_events.revocation_cause(access_plan, verdicts, posture, mfa, now,
-                                                                 expired=expired, mfa_removed=mfa_removed,
-                                                                 reason=reason))
-        elif access_plan.would_deny(verdicts):
+            t.revoke_details += (step_events.revocation_cause(access_plan, verdicts, posture, mfa, now,
+                                                              expired=expired, mfa_removed=mfa_removed,
+                                                              reason=reason),)
+        elif access_plan.report_only and access_plan.would_deny(verdicts):  # the call only with report-only checks
             key = _flag(ref.api_session_id, ref.service_id, ref.session_type)
             would = would if would is not None else set()
             would.add(key)
             if key not in flagged:
-                t.events.append(step_events.would_deny(state.identity_id, ref.api_session_id, ref.service_id,
-                                                       ref.session_type, ref.session_id, "recheck", access_plan,
-                                                       verdicts, posture, mfa, now))
+                t.events += (step_events.would_deny(state.identity_id, ref.api_session_id, ref.service_id,
+                                                    ref.session_type, ref.session_id, "recheck", access_plan,
+                                                    verdicts, posture, mfa, now),)
     if would or flagged:
         # Sessions not checked here (one granted in this very step) keep their mark.
         checked = {_flag(ref.api_session_id, ref.service_id, ref.session_type) for ref in sessions}

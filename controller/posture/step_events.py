@@ -66,14 +66,13 @@ def revocation_cause(plan: AccessPlan | None, verdicts: list[int] | None, data: 
     enforced check is listed under ``checks``."""
     if plan is None:
         return {"code": "noPolicy", "reason": reason}
-    failing = plan.failing_rules(verdicts)
     checks = []
-    for rule, policy_ids in failing:
+    mfa_rules: list[MfaRule] = []
+    for rule, policy_ids in plan.failing_rules(verdicts):
         checks.append(failing_check(rule, policy_ids, data, mfa, now))
-    if not plan.mfa:
-        return {"code": "postureCheckFailed", "checks": checks}
+        if isinstance(rule, MfaRule):
+            mfa_rules.append(rule)
     cause: dict[str, Any] = {"code": "postureCheckFailed"}
-    mfa_rules = [rule for rule, _ in failing if isinstance(rule, MfaRule)]
     if mfa_rules:
         instants = [(mfa_failure_instant(rule, mfa, now), rule) for rule in mfa_rules]
         timed_out = [(at, rule) for (why, at), rule in instants if why == "timedOut" and at is not None]
@@ -81,7 +80,7 @@ def revocation_cause(plan: AccessPlan | None, verdicts: list[int] | None, data: 
             deadline, rule = min(timed_out, key=lambda item: item[0])
             cause = {"code": "mfaTimeout", "at": format_time(deadline), "postureCheckId": rule.check.get("id"),
                      "timeoutSeconds": rule.timeout}
-        elif len(mfa_rules) == len(failing):
+        elif len(mfa_rules) == len(checks):
             (why, since), rule = min(instants, key=lambda item: item[0][1] if item[0][1] is not None else now)
             if why in ("wake", "unlock") and since is not None:
                 cause = {"code": "mfaGraceEnded", "event": why, "at": format_time(since),
