@@ -14,14 +14,13 @@ log only through its ``Journal`` interface. It imports posture, authentication-f
 access, model) and storage; the runtime and the web layer build on it.
 """
 
-from controller.insight.event_log import COUNTER_KIND, EVENTS_KIND, LAYOUTS, EventLog, kept_events, latest_id
+from controller.insight.event_log import EVENTS_KIND, LAYOUTS, EventLog, kept_events, latest_id
 from controller.insight.file_sink import EventFile, write_events_behind
 from controller.insight.hub import EventHub, Lagged, Subscription
 from controller.insight.kept import KeptEvent
 from controller.insight.query import EventFilter, EventPage, page, paging_numbers
 
 __all__ = [
-    "COUNTER_KIND",
     "EVENTS_KIND",
     "LAYOUTS",
     "EventFile",

@@ -4,7 +4,8 @@ to the live subscribers once it has committed.
 Events are kept in rows of the internal kind :data:`EVENTS_KIND`, one row per write, keyed by the id of its first
 event written as 20 decimal digits (so that key order is id order), holding the write's events as JSON texts, one
 per line: what the file sink writes and the stream sends, byte for byte.
-Ids come from a counter row (:data:`COUNTER_KIND`) written in the same transaction, so they increase by one with
+Ids come from the last row, which the same transaction reads (its key and its number of lines give the last id, and
+trimming never deletes it), so they increase by one with
 no gap, a write that rolls back takes its ids along, a restart continues after the last, and replicated rows keep
 one global order. The log keeps about the last ``keep`` events: a write that takes it :data:`TRIM_BATCH` past them
 deletes the rows of the older ones (a row partly older goes whole).
@@ -29,13 +30,11 @@ from controller.model.events import ENTITY_CHANGE
 from controller.model.spec import WriteContext
 from storage.store import KindLayout, ReadTxn
 
-__all__ = ["COUNTER_KIND", "EVENTS_KIND", "LAYOUTS", "EventLog", "kept_events", "latest_id", "oldest_id", "read_after"]
+__all__ = ["EVENTS_KIND", "LAYOUTS", "EventLog", "kept_events", "latest_id", "oldest_id", "read_after"]
 
 EVENTS_KIND = "events"
-COUNTER_KIND = "event-counter"
-LAYOUTS = (KindLayout(EVENTS_KIND), KindLayout(COUNTER_KIND))
+LAYOUTS = (KindLayout(EVENTS_KIND),)
 """The storage layouts of the log's kinds (no index: rows are put raw)."""
-_COUNTER = "last"
 TRIM_BATCH = 256
 """The store keeps the last ``keep`` events, and at most this many older ones until the next trim."""
 _encoder = msgspec.json.Encoder()
@@ -80,8 +79,8 @@ class EventLog:
         # Trimmed a batch at a time, in the write whose events take the log past keep + TRIM_BATCH: one cursor walk
         # per batch costs a fraction of a delete per event.
         if last > keep and (before - keep) // TRIM_BATCH != (last - keep) // TRIM_BATCH:
-            txn.delete_raw_through(EVENTS_KIND, event_key(last - keep))
-        txn.put_raw(COUNTER_KIND, _COUNTER, str(last).encode())
+            # Never this write's own row: the last row is what the next write numbers from.
+            txn.delete_raw_through(EVENTS_KIND, event_key(min(last - keep, before)))
         return kept
 
     def committed(self, recorded: object) -> None:
@@ -92,14 +91,20 @@ class EventLog:
 
     def trim(self, ctx: WriteContext) -> int:
         """Delete the rows of events beyond the last ``keep`` (after a start with a smaller ``keep``); how many."""
-        last = latest_id(ctx.txn)
-        return ctx.txn.delete_raw_through(EVENTS_KIND, event_key(last - self.keep)) if last > self.keep else 0
+        newest = next(iter(ctx.txn.scan_raw_from(EVENTS_KIND, None, reverse=True)), None)
+        if newest is None:
+            return 0
+        last = int(newest[0]) + newest[1].count(b"\n")
+        bound = min(last - self.keep, int(newest[0]) - 1)  # never the last row: ids go on from it
+        return ctx.txn.delete_raw_through(EVENTS_KIND, event_key(bound)) if bound > 0 else 0
 
 
 def latest_id(txn: ReadTxn) -> int:
-    """The id of the last event ever recorded (0 before the first)."""
-    data = txn.get_raw(COUNTER_KIND, _COUNTER)
-    return int(data) if data is not None else 0
+    """The id of the last event ever recorded (0 before the first): the last row's first id plus its other lines.
+    One row always stays, so no counter of its own is written (each write dirties one page less)."""
+    for key, data in txn.scan_raw_from(EVENTS_KIND, None, reverse=True):
+        return int(key) + data.count(b"\n")
+    return 0
 
 
 def oldest_id(txn: ReadTxn) -> int | None:

@@ -99,3 +99,15 @@ def test_the_last_id_comes_from_the_newest_file_that_has_one(tmp_path: Path) -> 
     (tmp_path / "e.jsonl").write_bytes(b'{"event_id":9')  # nothing whole in the current file
     assert file.last_written() == 8
     assert (tmp_path / "e.jsonl").read_bytes() == b""
+
+
+async def test_a_write_with_more_events_than_kept_keeps_its_row_and_the_count(tmp_path: Path,
+                                                                               autojump_clock: MockClock) -> None:
+    async with running(tmp_path, events_keep=1) as controller:  # bootstrap alone records more than one
+        first = mark(controller)
+        assert first > 1 and _kept(controller)[-1] == first
+        await _services(controller, "a", 3)
+        assert mark(controller) == first + 4
+    async with running(tmp_path, events_keep=1) as controller:
+        await _services(controller, "b", 1)
+        assert mark(controller) == first + 6
