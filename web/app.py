@@ -49,6 +49,7 @@ def create_app(controller: Controller) -> QuartTrio:
         identity_config_routes,
         identity_routes,
         info_routes,
+        insight_routes,
         login_routes,
         mfa_routes,
         posture_routes,
@@ -123,6 +124,7 @@ def create_app(controller: Controller) -> QuartTrio:
     client_routes.register(client, routes, controller)
     posture_routes.register(management, routes, controller)
     posture_routes.register_client(client, routes, controller)
+    insight_routes.register(management, routes, controller)
     app.extensions["tollgate_routes"] = routes
     app.register_blueprint(management)
     app.register_blueprint(client)

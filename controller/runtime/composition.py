@@ -27,6 +27,8 @@ from controller.certificates import Issuer, Pki, TlsContexts, TokenSigner, ensur
 from controller.clock import Clock
 from controller.data.domain import Domain
 from controller.data.group_commit import Writer
+from controller.insight import LAYOUTS as EVENT_LAYOUTS
+from controller.insight import EventHub, EventLog
 from controller.maintenance.operations import DatabaseOperations
 from controller.model.registry import Registry
 from controller.model.spec import Change, Environment
@@ -55,7 +57,10 @@ class Controller:
     Attributes:
         metrics: the controller's metrics when ``settings.metrics_address`` asks for them, else None.
         login_failures: where refused logins are counted (the metrics, or nowhere).
-        instance_id: this process's id, sent to clients in the ``ziti-instance-id`` header.
+        events_hub: where committed events are handed to the event file and the event streams.
+        event_log: the events every write records (None when ``settings.events`` is off).
+        instance_id: this process's id, sent to clients in the ``ziti-instance-id`` header (and the ``event_src_id``
+            of the events it records).
     """
 
     settings: Settings
@@ -77,6 +82,8 @@ class Controller:
     database: DatabaseOperations
     metrics: Metrics | None
     login_failures: LoginFailures
+    events_hub: EventHub
+    event_log: EventLog | None
     instance_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     @classmethod
@@ -84,7 +91,8 @@ class Controller:
         """Open (or create) the data directory and build every part. Call inside ``trio.run``; the task tree starts
         the services."""
         clock = clock or Clock()
-        registry = build_registry()
+        registry = build_registry(EVENT_LAYOUTS)
+        instance_id = str(uuid.uuid4())
         # The data directory holds the store, the PKI and the admin's credentials: private to this user.
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(settings.data_dir, 0o700)
@@ -105,8 +113,11 @@ class Controller:
         writer = Writer(store, in_thread=settings.worker_threads,
                         observe_batch=metrics.batch_committed if metrics is not None else None)
         hashing = PasswordHashing(in_thread=settings.worker_threads, max_concurrent=settings.max_concurrent_hashes)
+        events_hub = EventHub()
+        event_log = (EventLog(events_hub, keep=settings.events_keep, source_id=instance_id) if settings.events
+                     else None)
         domain = Domain(store, writer, registry, clock, env=Environment(network_ca_pem=pki.ca_pem, enrollments=jwts),
-                        hash_secret=hashing.hash)
+                        hash_secret=hashing.hash, journal=event_log)
         sessions = ApiSessions(domain, settings.effective_session_timeout)
         engine = PostureEngine(domain, sessions.identities, evaluate_posture=settings.evaluate_posture)
         throttles = GuessThrottles()
@@ -128,7 +139,8 @@ class Controller:
                    mfa=MfaService(domain, sessions, engine, throttles, login_failures), pki=pki, issuer=issuer,
                    jwts=jwts, tls=tls, jwks=JwksCache(),
                    database=DatabaseOperations(domain, store_path, in_thread=settings.worker_threads),
-                   metrics=metrics, login_failures=login_failures)
+                   metrics=metrics, login_failures=login_failures, events_hub=events_hub, event_log=event_log,
+                   instance_id=instance_id)
 
     def is_admin(self, identity_id: str) -> bool:
         with self.domain.read() as ctx:

@@ -39,6 +39,14 @@ class Settings:
         metrics_address: ``host:port`` (``[v6-address]:port`` for IPv6; port 0 picks a free one) of a separate plain
             HTTP listener serving ``GET /metrics`` in the Prometheus text format to anyone who reaches it, with no
             session: bind it where only the monitoring system can. None (the default) opens no such listener.
+        events: record events (``controller.insight``). Off, no write stores one and the event views are empty:
+            the switch benchmarks compare against.
+        events_keep: how many of the latest events the store keeps (``GET /events``, stream resumes, the event
+            file's catch-up after a restart).
+        events_file: where to write every event as a JSON line, behind the engine (None: no file).
+        events_file_max_bytes: size at which the event file is rotated.
+        events_file_backups: rotated event files kept (``PATH.1`` newest).
+        events_heartbeat: seconds of silence after which an event stream sends a heartbeat comment.
     """
 
     data_dir: Path = Path("data")
@@ -60,6 +68,12 @@ class Settings:
     read_timeout: int = 30
     max_connections: int = 1000
     metrics_address: str | None = None
+    events: bool = True
+    events_keep: int = 10_000
+    events_file: Path | None = None
+    events_file_max_bytes: int = 64 << 20
+    events_file_backups: int = 5
+    events_heartbeat: float = 15.0
 
     def address_for(self, port: int) -> str:
         """The controller's URL as endpoints reach it, once it listens on ``port``: ``address`` when given, else

@@ -23,6 +23,8 @@ from hypercorn.config import Config
 from quart_trio import QuartTrio
 
 from controller.certificates import Pki
+from controller.insight import EventFile, write_events_behind
+from controller.insight.event_log import TRIM_BATCH, latest_id, oldest_id
 from controller.runtime import memory
 from controller.runtime.bootstrap import BootstrapResult, bootstrap
 from controller.runtime.certificate_renewal import renew_server_certificate
@@ -79,16 +81,33 @@ def _signal_trigger() -> Iterator[Callable[[], Awaitable[None]]]:
 
 async def start_services(controller: Controller, nursery: trio.Nursery) -> BootstrapResult:
     """Start every service of ``controller`` in ``nursery`` (cancel it to stop them), in the order they need each
-    other: the writer (every write goes through it), the posture engine (it re-arms every persisted deadline),
-    bootstrap (a new data directory's first rows; every start records itself), API-session expiry, the database
-    operations and the server certificate's renewal. Returns what bootstrap did."""
+    other: the writer (every write goes through it), the event log's trim to ``--events-keep`` and the event file
+    (it resumes after the last event it holds), the posture engine (it re-arms every persisted deadline), bootstrap
+    (a new data directory's first rows; every start records itself), API-session expiry, the database operations
+    and the server certificate's renewal. Returns what bootstrap did."""
     await nursery.start(controller.writer.run)
+    await _start_events(controller, nursery)
     await nursery.start(controller.engine.run)
     result = await bootstrap(controller)
     await nursery.start(controller.sessions.run)
     await nursery.start(controller.database.run)
     await nursery.start(renew_server_certificate, controller)
     return result
+
+
+async def _start_events(controller: Controller, nursery: trio.Nursery) -> None:
+    settings, event_log = controller.settings, controller.event_log
+    if event_log is None:
+        return
+    with controller.store.read() as txn:
+        oldest, latest = oldest_id(txn), latest_id(txn)
+    if oldest is not None and oldest <= latest - event_log.keep - TRIM_BATCH:  # started with a smaller --events-keep
+        await controller.domain.write(event_log.trim)
+    if settings.events_file is not None:
+        events_file = EventFile(settings.events_file, max_bytes=settings.events_file_max_bytes,
+                                backups=settings.events_file_backups)
+        await nursery.start(functools.partial(write_events_behind, events_file, controller.store,
+                                              controller.events_hub, in_thread=settings.worker_threads))
 
 
 async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller, list[str]], None] | None = None,
@@ -138,6 +157,7 @@ async def _serve(controller: Controller, app: QuartTrio, config: Config,
 
     async def shutdown() -> None:
         await trigger()
+        controller.events_hub.close()  # open event streams end, so that the server can finish its requests
         stopping.set()  # the metrics listener stops with the APIs'
 
     async with trio.open_nursery() as web:
