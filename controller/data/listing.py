@@ -5,6 +5,10 @@ hint from the filter) before the compiled predicate runs, so filters on indexed 
 (except a role attribute that half the kind or more holds, where one pass costs less: ``_candidates_from_hint``).
 The predicate and the sort see only the stored fields they read (``Query.fields``), decoded from each candidate;
 only the page's rows are read whole. A page with neither filter nor sort reads nothing but its own rows.
+
+The candidates of an index hint, or every row of the kind, are kept decoded in the kind's memo until the kind is
+next written; a ``contains`` conjunct (``Query.search``) is then answered by one substring search of the searched
+field's values (:class:`~storage.zitiql.TextColumn`), and the predicate tests only the rows it finds.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from storage.zitiql import (
     SortError,
     SortKey,
     Symbol,
+    TextColumn,
+    TextSearch,
     compile_filter,
     order_rows,
     parse_sort,
@@ -142,6 +148,7 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
     elif params.role_semantic is not None:
         parse_semantic(params.role_semantic)
     ordered_ids: list[str] | None = None  # ``ids`` in id order, when known already
+    remembered: tuple[Any, ...] | None = None  # names the candidates (an index hint's) for the kind's memo
     predicate = query.predicate
     if query.index_hint is not None:
         unique = {f.name for f in resource.all_fields() if f.unique}
@@ -149,6 +156,7 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
         if hinted is not None:
             if ids is None:
                 ids, ordered_ids = hinted
+                remembered = ("hint", query.index_hint)
             else:
                 ids = ids & hinted[0]
             if query.residual is not None:
@@ -163,7 +171,7 @@ def list_rows(ctx: ReadContext, resource: Resource, params: ListParams,
         window = ctx.txn.get_many(resource.kind, ctx.txn.ids(resource.kind, offset, page_size))
     else:
         fields = _read_fields(query, sort, symbols)
-        rows = _candidate_rows(ctx, resource.kind, ids, ordered_ids, fields)
+        rows = _candidate_rows(ctx, resource.kind, ids, ordered_ids, fields, remembered, query.search)
         matched = [row for row in rows if predicate(row)]
         ordered: Sequence[Mapping[str, Any]] = order_rows(matched, sort, symbols) if sort else matched
         window = ordered[offset:] if page_size is None else ordered[offset:offset + page_size]
@@ -226,9 +234,11 @@ def _read_fields(query: Query, sort: Sequence[SortKey], symbols: Mapping[str, Sy
 
 
 def _candidate_rows(ctx: ReadContext, kind: str, ids: set[str] | frozenset[str] | None,
-                    ordered_ids: list[str] | None, fields: frozenset[str] | None) -> Iterable[Mapping[str, Any]]:
+                    ordered_ids: list[str] | None, fields: frozenset[str] | None,
+                    remembered: tuple[Any, ...] | None, search: TextSearch | None) -> Iterable[Mapping[str, Any]]:
     """The rows to filter (only ``fields`` of each, when given), in id byte order (``ordered_ids``: ``ids`` in
-    that order, when known)."""
+    that order, when known). Every row of the kind (``ids`` None), or candidates ``remembered`` names (an index
+    hint's), the kind's memo may keep as one list: of those, only the rows ``search`` finds are given."""
     if fields == _ID_ONLY:
         # Nothing but ids to read: the keys alone (an existence check per candidate) instead of decoding rows.
         present_ids = ctx.txn.ids(kind) if ids is None else [i for i in sorted(ids) if ctx.txn.exists(kind, i)]
@@ -236,13 +246,37 @@ def _candidate_rows(ctx: ReadContext, kind: str, ids: set[str] | frozenset[str] 
     if fields is None:
         return ctx.txn.scan(kind) if ids is None else ctx.txn.get_many(kind, sorted(ids))
     ordered = ordered_ids if ordered_ids is not None or ids is None else sorted(ids)
-    return _projected_rows(ctx, kind, ordered, fields)
+    return _projected_rows(ctx, kind, ordered, fields, remembered, search)
 
 
 REMEMBERED_ROWS_LIMIT = 250_000
 """The most rows and ids a kind's memo remembers for lists, over every field set and index hint together
 (:func:`_projected_rows`, :func:`_hinted`); past that, lists decode and look up per request."""
 _REMEMBERED = ("remembered rows",)
+_EVERY_ROW = ("every row",)
+
+
+class _Candidates:
+    """Candidate rows (the fields a filter reads, in id order) that a kind's memo keeps, and a text column of each
+    field searched in them. A column is not counted against :data:`REMEMBERED_ROWS_LIMIT`: it holds one value of
+    each row it was made of, a fraction of those rows' size."""
+
+    __slots__ = ("columns", "rows")
+
+    def __init__(self, rows: list[Mapping[str, Any]]) -> None:
+        self.rows = rows
+        self.columns: dict[str, TextColumn] = {}
+
+    def found(self, search: TextSearch | None) -> list[Mapping[str, Any]]:
+        """The rows ``search`` finds (every row when there is none, or when it cannot search)."""
+        if search is None:
+            return self.rows
+        column = self.columns.get(search.field)
+        if column is None:
+            column = self.columns[search.field] = TextColumn(self.rows, search.field)
+        positions = column.holding(search.text)
+        rows = self.rows
+        return rows if positions is None else [rows[n] for n in positions]
 
 
 def _room(memo: dict[Any, Any], count: int) -> bool:
@@ -254,25 +288,30 @@ def _room(memo: dict[Any, Any], count: int) -> bool:
     return True
 
 
-def _projected_rows(ctx: ReadContext, kind: str, ordered_ids: list[str] | None,
-                    fields: frozenset[str]) -> list[Mapping[str, Any]]:
-    """The ``fields`` of the rows ``ordered_ids`` (every row of the kind when None), in that order.
+def _projected_rows(ctx: ReadContext, kind: str, ordered_ids: list[str] | None, fields: frozenset[str],
+                    remembered: tuple[Any, ...] | None = None,
+                    search: TextSearch | None = None) -> list[Mapping[str, Any]]:
+    """The ``fields`` of the rows ``ordered_ids`` (every row of the kind when None), in that order; of every row
+    or of candidates ``remembered`` names (see :func:`_candidate_rows`), only those ``search`` finds.
 
     Decoded once and remembered in the kind's memo (``ReadTxn.kind_memo``) until the kind is next written: a
-    filter reads the same fields of the same rows on every request. The rows handed out are shared: a predicate
-    and a sort only read them (the page's rows are read whole anew)."""
+    filter reads the same fields of the same rows on every request. Every row and named candidates are kept as
+    one list (:class:`_Candidates`), other candidates row by row. The rows handed out are shared: a predicate and
+    a sort only read them (the page's rows are read whole anew)."""
     txn = ctx.txn
     memo = txn.kind_memo(kind)
     if memo is None:
         return list(txn.scan(kind, fields) if ordered_ids is None else txn.get_many(kind, ordered_ids, fields))
-    if ordered_ids is None:
-        key = ("scan", fields)
-        every: list[Mapping[str, Any]] | None = memo.get(key)
-        if every is None:
-            every = list(txn.scan(kind, fields))
-            if _room(memo, len(every)):
-                memo[key] = every
-        return every
+    if ordered_ids is None or remembered is not None:
+        key = ("rows of", _EVERY_ROW if ordered_ids is None else remembered, fields)
+        candidates: _Candidates | None = memo.get(key)
+        if candidates is None:
+            decoded: list[Mapping[str, Any]] = list(
+                txn.scan(kind, fields) if ordered_ids is None else txn.get_many(kind, ordered_ids, fields))
+            if not _room(memo, len(decoded)):
+                return decoded
+            candidates = memo[key] = _Candidates(decoded)
+        return candidates.found(search)
     known: dict[str, Mapping[str, Any] | None] = memo.setdefault(("rows", fields), {})
     rows: list[Mapping[str, Any]] = []
     missing: list[str] = []

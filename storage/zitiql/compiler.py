@@ -7,27 +7,32 @@ values and compare them. Rows are mappings keyed by wire field names.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lark import Token, Tree
 
-from storage.zitiql.model import FieldType, IndexHint, QueryError, SortKey, Symbol
+from storage.zitiql.model import FieldType, IndexHint, QueryError, SortKey, Symbol, TextSearch
+from storage.zitiql.resolution import (
+    Related,
+    Scalar,
+    as_collection,
+    as_scalar,
+    resolve_path,
+    resolve_sort_field,
+)
 from storage.zitiql.values import (
     TYPE_NAMES,
-    Getter,
     Lit,
     Pred,
     Row,
     array_literal,
-    as_sequence,
     literal,
-    map_getter,
     value_test,
 )
 
-__all__ = ["MAX_SORT_FIELDS", "CompiledQuery", "Scalar", "compile_query", "resolve_sort_field", "sort_keys"]
+__all__ = ["MAX_SORT_FIELDS", "CompiledQuery", "compile_query", "sort_keys"]
 
 #: Sort keys beyond this many are ignored, as the reference controller does.
 MAX_SORT_FIELDS = 5
@@ -35,9 +40,6 @@ MAX_SORT_FIELDS = 5
 # Plain fields that the store indexes, so equality/membership on them can be answered from an index.
 _HINT_SCALARS = frozenset({"id", "name"})
 _HINT_SETS = frozenset({"roleAttributes"})
-
-_WRAP_HELP = "must be used with anyOf(), allOf(), count() or isEmpty()"
-
 
 def _always(_row: Row) -> bool:
     return True
@@ -47,39 +49,6 @@ def _never(_row: Row) -> bool:
     return False
 
 
-@dataclass(frozen=True, slots=True)
-class Scalar:
-    """One value per row. ``key`` is the row key when the value is read with a plain ``row.get``."""
-
-    name: str
-    vtype: FieldType | None  # None: typed at run time (map values)
-    get: Getter
-    key: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Collection:
-    """Many values per row (a set field, or one field across related rows)."""
-
-    name: str
-    elem_type: FieldType | None
-    elements: Callable[[Row], Sequence[Any]]
-    key: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Related:
-    name: str
-    rows: Callable[[Row], Iterable[Row]]
-    symbols: Mapping[str, Symbol]
-
-
-@dataclass(frozen=True, slots=True)
-class _MapRef:
-    name: str
-
-
-_Resolved = Scalar | _Collection | _Related | _MapRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,94 +61,7 @@ class CompiledQuery:
     limit: int | None
     index_hint: IndexHint | None
     residual: Pred | None = None
-
-
-def _row_getter(key: str) -> Getter:
-    return lambda row: row.get(key)
-
-
-def _from_symbol(name: str, sym: Symbol) -> _Resolved:
-    get = sym.getter or _row_getter(name)
-    key = None if sym.getter else name
-    if sym.type is FieldType.SET:
-        if key is not None:
-            # Stored sets are lists; reading the row directly saves a call per row on the commonest set filters.
-            return _Collection(
-                name, None, lambda row: v if (v := row.get(name)).__class__ is list else as_sequence(v), key
-            )
-        return _Collection(name, None, lambda row: as_sequence(get(row)), key)
-    if sym.type is FieldType.MAP:
-        return _MapRef(name)
-    if sym.type is FieldType.SUBQUERY:
-        if sym.related is None:
-            raise QueryError(f"symbol '{name}' has no related rows")
-        return _Related(name, sym.related, sym.related_symbols or {})
-    return Scalar(name, sym.type, get, key)
-
-
-def _resolve(path: str, symbols: Mapping[str, Symbol]) -> _Resolved:
-    """Finds ``path`` in ``symbols``: exact names first, then ``<map>.<key>`` and ``<subquery>.<field>``."""
-    sym = symbols.get(path)
-    if sym is not None:
-        return _from_symbol(path, sym)
-    parts = path.split(".")
-    # Longest known prefix wins, so a symbol table may define dotted names (``type.name``) of its own.
-    for cut in range(len(parts) - 1, 0, -1):
-        head = ".".join(parts[:cut])
-        sym = symbols.get(head)
-        if sym is None:
-            continue
-        if sym.type is FieldType.MAP:
-            return Scalar(path, None, map_getter(sym.getter or _row_getter(head), parts[cut:]))
-        if sym.type is FieldType.SUBQUERY:
-            related = _from_symbol(head, sym)
-            assert isinstance(related, _Related)
-            return _through(path, related, ".".join(parts[cut:]))
-        break
-    raise QueryError(f"unknown symbol '{path}'")
-
-
-def _through(path: str, related: _Related, rest: str) -> _Collection:
-    """``servicePolicies.name``: the values of one field over all related rows, as a set."""
-    try:
-        inner = _resolve(rest, related.symbols)
-    except QueryError:
-        raise QueryError(f"unknown symbol '{path}'") from None
-    rows = related.rows
-    if isinstance(inner, Scalar):
-        get = inner.get
-        return _Collection(path, inner.vtype, lambda row: [v for r in rows(row) if (v := get(r)) is not None])
-    if isinstance(inner, _Collection):
-        elements = inner.elements
-        return _Collection(path, inner.elem_type, lambda row: [v for r in rows(row) for v in elements(r)])
-    raise QueryError(f"symbol '{path}' cannot be used here")
-
-
-def _scalar(resolved: _Resolved) -> Scalar:
-    if isinstance(resolved, Scalar):
-        return resolved
-    if isinstance(resolved, _MapRef):
-        raise QueryError(f"'{resolved.name}' is a map field; compare one of its keys, e.g. {resolved.name}.<key>")
-    raise QueryError(f"'{resolved.name}' is a set field and {_WRAP_HELP}")
-
-
-def _collection(resolved: _Resolved, func: str) -> _Collection:
-    if isinstance(resolved, _Collection):
-        return resolved
-    if isinstance(resolved, _Related):
-        rows = resolved.rows
-        # A related kind used as a set stands for the ids of its rows, as in ``anyOf(services) = "<id>"``.
-        return _Collection(resolved.name, FieldType.STRING, lambda row: [r.get("id") for r in rows(row)])
-    raise QueryError(f"{func}() needs a set field, but '{resolved.name}' is not a set")
-
-
-def resolve_sort_field(name: str, symbols: Mapping[str, Symbol]) -> Scalar:
-    """Resolves a sort field; raises :class:`QueryError` for unknown, set, map and subquery fields."""
-    resolved = _resolve(name, symbols)
-    if isinstance(resolved, Scalar):
-        return resolved
-    kind = "map" if isinstance(resolved, _MapRef) else "set"
-    raise QueryError(f"cannot sort by {kind} field '{name}'")
+    search: TextSearch | None = None
 
 
 def compile_query(tree: Tree[Token], symbols: Mapping[str, Symbol]) -> CompiledQuery:
@@ -188,8 +70,10 @@ def compile_query(tree: Tree[Token], symbols: Mapping[str, Symbol]) -> CompiledQ
     predicate: Pred = _always
     hint: IndexHint | None = None
     residual: Pred | None = None
+    search: TextSearch | None = None
     if isinstance(expr, Tree):
         predicate, hint, residual = _top_expr(expr, symbols)
+        search = _text_search(expr, symbols)
     sort: tuple[SortKey, ...] = ()
     if isinstance(sort_clause, Tree):
         sort = sort_keys(sort_clause.children, symbols)
@@ -199,7 +83,7 @@ def compile_query(tree: Tree[Token], symbols: Mapping[str, Symbol]) -> CompiledQ
         tok = limit_clause.children[0]
         assert isinstance(tok, Token)
         limit = -1 if tok.type == "NONE" else _whole_number(tok, "limit")
-    return CompiledQuery(predicate, sort, skip, limit, hint, residual)
+    return CompiledQuery(predicate, sort, skip, limit, hint, residual, search)
 
 
 def sort_keys(fields: Sequence[Tree[Token] | Token | None], symbols: Mapping[str, Symbol]) -> tuple[SortKey, ...]:
@@ -270,6 +154,25 @@ def _top_expr(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred, I
     return predicate, hint, rest[0] if len(rest) == 1 else _all_of(rest)
 
 
+def _text_search(expr: Tree[Token], symbols: Mapping[str, Symbol]) -> TextSearch | None:
+    """The first top-level conjunct of a compiled ``expr`` that is ``field contains "text"`` on a stored string
+    field, as a :class:`TextSearch` (its closure tests whether the row's value is a string holding ``text``)."""
+    for node in _flatten(expr, "and_") if expr.data == "and_" else [expr]:
+        lhs = node.children[0] if node.data == "contains" else None
+        if isinstance(lhs, Tree) and lhs.data == "field":
+            search = _searched(as_scalar(resolve_path(str(lhs.children[0]), symbols)), *_operands(node))
+            if search is not None:
+                return search
+    return None
+
+
+def _searched(field: Scalar, op: str, lits: list[Lit]) -> TextSearch | None:
+    if field.key is None or op != "contains" or field.vtype is not FieldType.STRING:
+        return None
+    lit = lits[0]
+    return TextSearch(field.key, lit.value) if lit.kind is FieldType.STRING else None
+
+
 def _expr(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred, IndexHint | None]:
     """Compiles a boolean expression; the hint is that of the first hint-giving top-level conjunct."""
     data = node.data
@@ -298,7 +201,7 @@ def _expr(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred, Index
 
 
 def _bare(name: str, symbols: Mapping[str, Symbol]) -> Pred:
-    field = _scalar(_resolve(name, symbols))
+    field = as_scalar(resolve_path(name, symbols))
     if field.vtype not in (FieldType.BOOL, None):
         raise QueryError(f"'{name}' is {TYPE_NAMES[field.vtype]} field and cannot be used as a condition")
     get = field.get
@@ -311,12 +214,12 @@ def _set_source(
     """The argument of ``count``/``isEmpty``: a counter, plus the element list when there is one."""
     assert isinstance(node, Tree)
     if node.data == "set_ident":
-        coll = _collection(_resolve(str(node.children[0]), symbols), func)
+        coll = as_collection(resolve_path(str(node.children[0]), symbols), func)
         elements = coll.elements
         return (lambda row: len(elements(row))), elements
     ident, inner_tree = node.children
-    related = _resolve(str(ident), symbols)
-    if not isinstance(related, _Related):
+    related = resolve_path(str(ident), symbols)
+    if not isinstance(related, Related):
         raise QueryError(f"'{ident}' is not a related entity type and cannot be used with 'from'")
     assert isinstance(inner_tree, Tree)
     inner = compile_query(inner_tree, related.symbols)
@@ -361,7 +264,7 @@ def _comparison(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred,
     assert isinstance(lhs, Tree)
     func = str(lhs.data)
     if func == "field":
-        field = _scalar(_resolve(str(lhs.children[0]), symbols))
+        field = as_scalar(resolve_path(str(lhs.children[0]), symbols))
         test = value_test(field.name, field.vtype, op, lits)
         hint = _hint(field.key, _HINT_SCALARS, op, lits, exact=True)
         key, get = field.key, field.get
@@ -370,8 +273,9 @@ def _comparison(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred,
                 # The commonest filters get a single-call closure; str == non-str is simply false.
                 value = lits[0].value
                 return (lambda row: row.get(key) == value), hint
-            if op == "contains" and lits[0].kind is FieldType.STRING and field.vtype is FieldType.STRING:
-                part = lits[0].value
+            if (search := _searched(field, op, lits)) is not None:
+                # The test TextColumn.holding answers for many rows at once.
+                part = search.text
                 return (lambda row: isinstance(v := row.get(key), str) and part in v), hint
             return (lambda row: test(row.get(key))), hint
         return (lambda row: test(get(row))), hint
@@ -382,7 +286,7 @@ def _comparison(node: Tree[Token], symbols: Mapping[str, Symbol]) -> tuple[Pred,
         test = value_test("count()", FieldType.NUMBER, op, lits)
         return (lambda row: test(counter(row))), None
     name = "anyOf" if func == "any_of" else "allOf"
-    coll = _collection(_resolve(str(lhs.children[0]), symbols), name)
+    coll = as_collection(resolve_path(str(lhs.children[0]), symbols), name)
     if any(lit.kind is None for lit in lits):
         raise QueryError(f"{name}({coll.name}) cannot be compared with null")
     test = value_test(coll.name, coll.elem_type, op, lits)

@@ -1,4 +1,5 @@
-"""Value types of the ZitiQL engine: symbol tables, errors and the compiled :class:`Query`.
+"""Value types of the ZitiQL engine: symbol tables, errors, the compiled :class:`Query` and the text column its
+:class:`TextSearch` reads.
 
 Split from ``storage/zitiql/parser.py`` so that the compiler (``storage/zitiql/compiler.py``) and the public entry
 points can share them without an import cycle. Import these names from ``storage.zitiql.parser``, which re-exports them.
@@ -7,11 +8,12 @@ points can share them without an import cycle. Import these names from ``storage
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FieldType", "IndexHint", "Query", "QueryError", "SortError", "SortKey", "Symbol"]
+__all__ = ["FieldType", "IndexHint", "Query", "QueryError", "SortError", "SortKey", "Symbol", "TextColumn",
+           "TextSearch"]
 
 
 class FieldType(enum.Enum):
@@ -95,6 +97,55 @@ class IndexHint:
 
 
 @dataclass(frozen=True)
+class TextSearch:
+    """A top-level conjunct ``field contains "text"`` on a stored string field: no row matches unless its ``field``
+    is a string holding ``text``, so a :class:`TextColumn` of ``field`` can narrow many rows at once."""
+
+    field: str
+    text: str
+
+
+class TextColumn:
+    """The values of one stored field over a list of rows, joined into one string: :meth:`holding` finds the rows
+    whose value holds a text with substring searches of that string, instead of a test per row.
+
+    A value that is not a string stands as an empty segment (no search finds it, as ``contains`` never matches it).
+    The segments are joined by :data:`SEPARATOR`, so a row's position is the number of separators before it; a
+    text without the separator can only be found inside one segment.
+    """
+
+    __slots__ = ("_text", "searchable")
+
+    SEPARATOR = "\x00"
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]], field: str) -> None:
+        self._text = self.SEPARATOR.join(
+            [value if isinstance(value := row.get(field), str) else "" for row in rows])
+        #: False when a value holds the separator itself (positions could not be counted): test each row instead.
+        self.searchable = self._text.count(self.SEPARATOR) == max(len(rows) - 1, 0)
+
+    def holding(self, text: str) -> list[int] | None:
+        """The positions (in the rows' order) of the rows whose value is a string holding ``text``; None when
+        ``text`` cannot be searched this way (empty, holding the separator, or the column is not searchable)."""
+        separator = self.SEPARATOR
+        if not text or separator in text or not self.searchable:
+            return None
+        find, count = self._text.find, self._text.count
+        found: list[int] = []
+        row = counted = 0  # the row of the text's position ``counted``
+        at = find(text)
+        while at >= 0:
+            row += count(separator, counted, at)
+            counted = at
+            found.append(row)
+            end = find(separator, at)  # the end of this row's segment: one position per row is enough
+            if end < 0:
+                break
+            at = find(text, end + 1)
+        return found
+
+
+@dataclass(frozen=True)
 class Query:
     """A compiled filter.
 
@@ -110,6 +161,8 @@ class Query:
             predicate rows that hold only these fields and ``id``.
         residual: With an exact ``index_hint``: the predicate without the conjunct the hint stands for, which
             decides exactly as ``predicate`` does on rows the hint selected; else ``None``.
+        search: A top-level ``contains`` conjunct a :class:`TextColumn` can answer: rows it does not find never
+            match (the predicate still decides on the rows it finds); else ``None``.
     """
 
     predicate: Callable[[Mapping[str, Any]], bool]
@@ -120,3 +173,4 @@ class Query:
     has_condition: bool = True
     fields: frozenset[str] | None = None
     residual: Callable[[Mapping[str, Any]], bool] | None = None
+    search: TextSearch | None = None

@@ -31,8 +31,19 @@ from typing import Any
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from storage.zitiql.compiler import MAX_SORT_FIELDS, compile_query, resolve_sort_field, sort_keys
-from storage.zitiql.model import FieldType, IndexHint, Query, QueryError, SortError, SortKey, Symbol
+from storage.zitiql.compiler import MAX_SORT_FIELDS, compile_query, sort_keys
+from storage.zitiql.model import (
+    FieldType,
+    IndexHint,
+    Query,
+    QueryError,
+    SortError,
+    SortKey,
+    Symbol,
+    TextColumn,
+    TextSearch,
+)
+from storage.zitiql.resolution import resolve_sort_field
 from storage.zitiql.values import Getter, Row, sort_value, to_datetime
 
 __all__ = [
@@ -45,6 +56,8 @@ __all__ = [
     "SortError",
     "SortKey",
     "Symbol",
+    "TextColumn",
+    "TextSearch",
     "compile_filter",
     "order_rows",
     "parse_sort",
@@ -269,7 +282,7 @@ def compile_filter(text: str | None, symbols: Mapping[str, Symbol]) -> Query:
     names = [str(v) for v in condition.scan_values(lambda v: isinstance(v, Token) and v.type == "IDENT")
              ] if isinstance(condition, Tree) else []
     return Query(compiled.predicate, compiled.sort, compiled.skip, compiled.limit, compiled.index_hint,
-                 has_condition=condition is not None, residual=compiled.residual,
+                 has_condition=condition is not None, residual=compiled.residual, search=compiled.search,
                  fields=stored_fields([*names, *(key.field for key in compiled.sort)], symbols))
 
 
