@@ -55,13 +55,15 @@ _ERROR_LEVELS = {"error", "critical"}
 @dataclass(frozen=True, slots=True)
 class Plan:
     """How many trials, how long the load runs before the kill (uniform in the range, seconds), the short MFA
-    check's timeout (seconds), the number of clients and the seed of every random choice."""
+    check's timeout (seconds), the number of clients, the seed of every random choice, and how long after a
+    deadline (or the restart, if later) its session may still be listed before it counts as not fired."""
 
     trials: int
     load_seconds: tuple[float, float]
     short_timeout: int
     clients: int = 32
     seed: int = 2026
+    revocation_grace: float = REVOCATION_GRACE
 
 
 FULL = Plan(trials=20, load_seconds=(1.0, 4.0), short_timeout=2)
@@ -173,7 +175,7 @@ async def _trial(plan: Plan, number: int, base: Path) -> dict[str, Any]:
     try:
         serving_wall = time.time()
         async with second.endpoint.client() as client:
-            checked = await RestartCheck(client, model, load.ledger).run(kill_wall, serving_wall)
+            checked = await RestartCheck(client, model, load.ledger, plan.revocation_grace).run(kill_wall, serving_wall)
         exit_code = await second.stop()
     finally:
         second.kill()

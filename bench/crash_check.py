@@ -29,8 +29,10 @@ def _wall(text: str) -> float:
 class RestartCheck:
     """The check of one restarted controller against the ledger of what was acknowledged before the kill."""
 
-    def __init__(self, client: httpx.AsyncClient, model: Model, ledger: Ledger) -> None:
+    def __init__(self, client: httpx.AsyncClient, model: Model, ledger: Ledger,
+                 revocation_grace: float = REVOCATION_GRACE) -> None:
         self.client = client
+        self.revocation_grace = revocation_grace
         self.model = model
         self.ledger = ledger
         self.lost: dict[str, list[str]] = {kind: [] for kind in ledger.acknowledged()}
@@ -131,11 +133,11 @@ class RestartCheck:
 
     async def _await_revocations(self, short: dict[str, float], first: set[str], listed_at: float,
                                  serving_wall: float) -> tuple[dict[str, float], set[str]]:
-        """List sessions until every short-MFA session is gone or :data:`REVOCATION_GRACE` has passed after the
-        last deadline; returns when each was first seen gone (wall clock) and the last listing."""
+        """List sessions until every short-MFA session is gone or the revocation grace has passed after the last
+        deadline; returns when each was first seen gone (wall clock) and the last listing."""
         gone = {sid: listed_at for sid in short if sid not in first}
         last = first
-        limit = max([serving_wall, *short.values()]) + REVOCATION_GRACE
+        limit = max([serving_wall, *short.values()]) + self.revocation_grace
         while set(short) - set(gone) and time.time() < limit:
             await trio.sleep(POLL)
             last, at = await self._sessions()

@@ -16,12 +16,14 @@ import trio
 from bench.crash_bench import Plan, run_trials
 
 # A one-second MFA timeout: with one to two seconds of load, some deadlines pass before the kill, some while the
-# controller is down and some after the restart.
-PLAN = Plan(trials=3, load_seconds=(1.0, 2.0), short_timeout=1)
+# controller is down and some after the restart. A deadline's session must be gone within a minute and a half of it:
+# the property is that every pending deadline fires after the restart (one lost would never fire); how late it fires
+# is the benchmark's target, and a test beside a parallel suite on a loaded machine cannot time it.
+PLAN = Plan(trials=3, load_seconds=(1.0, 2.0), short_timeout=1, revocation_grace=90.0)
 
 
 async def test_no_acknowledged_write_is_lost_to_kill_9(tmp_path: Path) -> None:
-    with trio.fail_after(240):  # about 15 s on an idle two-core machine; the trials' own timeouts are generous
+    with trio.fail_after(600):  # about 15 s on an idle two-core machine; the trials' own timeouts are generous
         trials = await run_trials(PLAN, tmp_path)
 
     assert len(trials) == PLAN.trials
