@@ -93,8 +93,8 @@ def register(bp: Blueprint, controller: Controller) -> None:
             if identity_id is not None:
                 watch.enter_context(controller.engine.watchers.watch(identity_id, subscription.nudge))
             follower = EventFollower(controller.store, subscription, wanted, resume)
+            meter = _Rates(controller) if rates else None  # measured from before the stream's first bytes
             yield b": tollgate console\nretry: 2000\n\n" + await rows(follower.catch_up())
-            meter = _Rates(controller) if rates else None
             now = trio.current_time()
             next_rates = now + RATES_SECONDS if meter else float("inf")
             next_beat = now + heartbeat
