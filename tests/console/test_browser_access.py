@@ -1,7 +1,8 @@
 """Posture insight in a real browser: an endpoint enrolled by the REST flow, its events and posture arriving live on
 its identity page, and the access explanation turning from refused to allowed when it reports posture and passes
 MFA, then back to refused when the MFA check's short timeout passes (the page counts down and refreshes itself),
-reached and used with the keyboard alone, with no serious axe violation."""
+reached and used with the keyboard alone; the overview's events, rates and controllers; no serious axe violation
+on any of them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, Page, expect
 
 from tests.console.conftest import WAIT_MS, log_in
-from tests.console.support import ServerThread, api, enrolled_endpoint
+from tests.console.support import CLIENT, ServerThread, api, enrolled_endpoint
 
 MFA_TIMEOUT = 15
 """The MFA check's timeout: the page must show the allowed answer within it (a refresh takes well under a second),
@@ -127,3 +128,35 @@ def test_access_turns_allowed_with_posture_and_refused_when_mfa_times_out(contex
     access.keyboard.press("Enter")
     expect(access.get_by_role("heading", name="staff-dial", level=1)).to_be_visible()
     assert not problems, problems
+
+
+def test_the_overview_shows_events_and_rates_live(page: Page, server: ServerThread) -> None:
+    url = server.url
+    with api(server) as client:
+        reply = client.post("/services", json={"name": "wiki", "encryptionRequired": True})
+        assert reply.status_code == 201, reply.text
+        service_id = reply.json()["data"]["id"]
+        reply = client.post("/service-policies", json={"name": "all-dial", "type": "Dial", "semantic": "AnyOf",
+                                                      "identityRoles": ["#all"], "serviceRoles": ["#all"]})
+        assert reply.status_code == 201, reply.text
+    log_in(page, url)
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    expect(page.get_by_role("region", name="Controllers")).to_contain_text(url)
+    # Every value the decisions rate shows, however briefly (each decision is in exactly one second's rate).
+    page.evaluate("""() => {
+        const shown = document.querySelector('[data-rate="decisions"]');
+        window.mostDecisions = 0;
+        new MutationObserver(() => {
+            window.mostDecisions = Math.max(window.mostDecisions, parseFloat(shown.textContent) || 0);
+        }).observe(shown, {childList: true, characterData: true, subtree: true});
+    }""")
+    expect(page.locator('[data-rate="revocations"]')).to_have_text(re.compile(r"^\d+(\.\d)?$"))
+
+    with api(server, CLIENT) as endpoint:
+        session = endpoint.get("/current-api-session").json()["data"]["id"]
+        expect(page.locator("[data-event-rows]")).to_contain_text(f"API session {session} started")
+        refused = endpoint.post("/sessions", json={"serviceId": service_id, "type": "Dial"})
+        assert refused.status_code == 400, refused.text  # no edge router: decided all the same
+        assert refused.json()["error"]["code"] == "NO_EDGE_ROUTERS_AVAILABLE"
+    page.wait_for_function("() => window.mostDecisions > 0")
+    _axe_clean(page)
