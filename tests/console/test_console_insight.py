@@ -181,6 +181,7 @@ async def test_pages_list_the_latest_events_and_the_controllers(admin: Api, cont
 
     _, html, _ = await browser.get("/console/")
     assert "posture.denied" in html and other_id in html  # the overview lists every identity's events
+    assert f"identities {other_id} created by Default Admin" in html  # the author, by name
     assert 'data-event-stream="/console/events/stream?rates=1&amp;lastEventId=' in html
     assert 'data-rate="decisions"' in html and 'data-rate="revocations"' in html
     [node] = (await admin.get("/controllers")).data

@@ -90,9 +90,9 @@ def _line(namespace: str, event_type: str, fields: Mapping[str, Any]) -> str:
         case "mfa.removed":
             return f"MFA enrolment removed by {fields.get('by')}"
     if namespace == "entityChange":
-        author = ((fields.get("metadata") or {}).get("author") or {}) if isinstance(fields.get("metadata"),
-                                                                                   Mapping) else {}
-        who = author.get("name") or author.get("id") or "the controller"
+        metadata = fields.get("metadata")
+        author = metadata if isinstance(metadata, Mapping) else {}
+        who = author.get("author.name") or author.get("author.id") or "the controller"
         changed = fields.get("changedFields")
         touched = f" ({', '.join(str(f) for f in changed)})" if changed else ""
         return f"{fields.get('entityType')} {fields.get('entityId')} {event_type}{touched} by {who}"
