@@ -94,6 +94,9 @@ def test_access_turns_allowed_with_posture_and_refused_when_mfa_times_out(contex
         expect(events).to_contain_text(session_id)
         expect(access.locator("#access")).to_contain_text(f"API session {session_id}")
 
+        # The answer is swapped when it changes; the focus stays on the link it was on.
+        policy_link = access.locator("#access").get_by_role("link", name="staff-dial", exact=True)
+        policy_link.focus()
         reported = endpoint.post("/posture-response", json={"id": "mac", "typeId": "MAC", "macAddresses": [MAC]})
         assert reported.status_code == 201, reported.text
         expect(identity_page.locator("#posture")).to_contain_text(MAC.lower().replace(":", "-"))
@@ -101,6 +104,7 @@ def test_access_turns_allowed_with_posture_and_refused_when_mfa_times_out(contex
         expect(_check_row(access, "mac-check")).to_contain_text("passes")
         expect(_check_row(access, "mfa-check")).to_contain_text("fails")
         expect(verdict).to_contain_text("Dial refused (INVALID_POSTURE)")
+        expect(policy_link).to_be_focused()
 
         assert endpoint.post("/current-identity/mfa").status_code == 201
         secret = endpoint.get("/current-identity/mfa").json()["data"]["provisioningUrl"].split("secret=")[1]
@@ -115,7 +119,8 @@ def test_access_turns_allowed_with_posture_and_refused_when_mfa_times_out(contex
         expect(_check_row(access, "mfa-check")).to_contain_text("fails")
         expect(access.locator("#access")).to_contain_text("submit a TOTP code")
 
-    # Keyboard only: from the top of the page to the policy that links them.
+    # Keyboard only: from the top of the page, loaded afresh, to the policy that links them.
+    access.reload()
     access.keyboard.press("Tab")
     expect(access.get_by_role("link", name="Skip to content")).to_be_focused()
     access.keyboard.press("Enter")
