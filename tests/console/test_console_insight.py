@@ -28,6 +28,7 @@ from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, make_settings, ma
 from tests.web.test_client_posture import MAC_BAD, MAC_OK, dial_policy, network, user
 from tests.web.test_mfa import enrol
 from web.app import create_app
+from web.console.event_rows import EventRow
 from web.console.guard import LOGIN_COOKIE
 from web.console.sessions import COOKIE
 
@@ -296,3 +297,12 @@ async def test_the_stream_sends_the_identitys_rows_its_posture_writes_and_rates(
                 with pytest.raises(EOFError):
                     while True:
                         await frames.next()
+
+
+async def test_a_streamed_row_is_escaped_as_the_page_is(controller: Controller) -> None:
+    app = create_app(controller)
+    template = app.jinja_env.get_template("console/event_row.html")
+    html = await template.render_async(row=EventRow(7, "2026-01-01T00:00:00.000Z", "mfa.failed",
+                                                    "<script>alert(1)</script>", '"><b>', None))
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert '"><b>' not in html
