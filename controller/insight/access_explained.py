@@ -22,16 +22,20 @@ from controller.access.grants import common_edge_routers
 from controller.access.policy_links import reachable, role_field_name, rows
 from controller.access.roles import ALL
 from controller.clock import format_time
+from controller.data.domain import Domain
+from controller.errors import not_found
 from controller.model.spec import ReadContext
 from controller.posture.causes import mfa_failure_instant, remedy, reported_by, rule_words
 from controller.posture.decision import GRANTED, Decision, decide
+from controller.posture.engine import PostureEngine
 from controller.posture.plan import AccessPlan, ServiceAccess, identity_plan
 from controller.posture.records import MfaState, PostureData
 from controller.posture.rules import PASS, MfaRule
 from controller.posture.state import IdentityState
+from controller.resources.sessions import API_SESSIONS
 from storage.store import Store
 
-__all__ = ["SESSION_TYPES", "explain_access"]
+__all__ = ["SESSION_TYPES", "explain_access", "explain_identity_access"]
 
 SESSION_TYPES = ("Dial", "Bind")
 _REFUSALS = {
@@ -176,3 +180,30 @@ def explain_access(ctx: ReadContext, store: Store, identity: Mapping[str, Any], 
                                      or row["id"] != chosen["id"]),
         "sessionTypes": types, "edgeRouters": routers, "verdict": verdict,
     }
+
+
+async def explain_identity_access(domain: Domain, engine: PostureEngine, identity_id: str, service_id: str,
+                                  api_session_id: str | None, *, evaluate_posture: bool) -> dict[str, Any]:
+    """:func:`explain_access` for the identity and service of these ids, now: the identity's state from its actor
+    (every earlier message handled), its API sessions and the model from one snapshot. What
+    ``GET /identities/{id}/access/{serviceId}`` and the console's access page answer.
+
+    Raises:
+        ApiError: 404 for an identity, a service or an API session of the identity that does not exist.
+    """
+    with domain.read() as ctx:
+        identity = ctx.txn.get("identities", identity_id)
+        service = ctx.txn.get("services", service_id)
+    if identity is None:
+        raise not_found("identity", identity_id)
+    if service is None:
+        raise not_found("service", service_id)
+    state = await engine.state(identity_id)
+    with domain.read() as ctx:
+        api_sessions = ctx.txn.get_many(API_SESSIONS.kind,
+                                        ctx.txn.ids_by_ref(API_SESSIONS.kind, "identityId", identity_id))
+        try:
+            return explain_access(ctx, domain.store, identity, service, state, api_sessions, api_session_id, ctx.now,
+                                  evaluate_posture=evaluate_posture)
+        except LookupError:
+            raise not_found("apiSession", str(api_session_id)) from None

@@ -17,7 +17,7 @@ import trio
 
 from controller.insight.kept import KeptEvent
 
-__all__ = ["EventHub", "Lagged", "Subscription"]
+__all__ = ["EventHub", "Lagged", "Nudged", "Subscription"]
 
 DEFAULT_CAPACITY = 4096
 """Events a subscription buffers before it lags."""
@@ -27,10 +27,14 @@ class Lagged(Exception):
     """Events were dropped from a subscription that fell behind: its reader catches up from the store."""
 
 
+class Nudged(Exception):
+    """:meth:`Subscription.nudge` woke the reader: something else it waits for happened (its events stay buffered)."""
+
+
 class Subscription:
     """Committed events for one reader, in id order (see :meth:`EventHub.subscribe`)."""
 
-    __slots__ = ("_buffer", "_capacity", "_hub", "_lot", "ends_on_close", "lagged")
+    __slots__ = ("_buffer", "_capacity", "_hub", "_lot", "ends_on_close", "lagged", "nudged")
 
     def __init__(self, hub: EventHub, capacity: int, ends_on_close: bool) -> None:
         self._hub = hub
@@ -39,6 +43,7 @@ class Subscription:
         self._buffer: list[KeptEvent] = []
         self._lot = trio.lowlevel.ParkingLot()
         self.lagged = False
+        self.nudged = False
 
     def offer(self, events: list[KeptEvent]) -> None:
         """Buffer ``events`` (on the publisher's task); past the capacity, drop everything and mark the lag."""
@@ -54,6 +59,13 @@ class Subscription:
     def wake(self) -> None:
         self._lot.unpark_all()
 
+    def nudge(self) -> None:
+        """Wake the reader waiting in :meth:`receive` (or its next call) with :class:`Nudged`: a reader that also
+        waits for something besides events (an identity's posture) is told of it this way, never blocking the
+        caller."""
+        self.nudged = True
+        self._lot.unpark_all()
+
     async def receive(self) -> list[KeptEvent]:
         """The events published since the last call, waiting for at least one; [] once the hub is closed (for a
         subscription that ends on close).
@@ -61,6 +73,7 @@ class Subscription:
         Raises:
             Lagged: events were dropped since the last call (the subscription then starts afresh: the next call
                 waits for new events).
+            Nudged: :meth:`nudge` was called since the last call and no event is buffered.
         """
         while not self._buffer:
             if self.lagged:
@@ -68,6 +81,9 @@ class Subscription:
                 raise Lagged
             if self._hub.closed and self.ends_on_close:
                 return []
+            if self.nudged:
+                self.nudged = False
+                raise Nudged
             await self._lot.park()
         batch, self._buffer = self._buffer, []
         return batch

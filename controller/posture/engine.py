@@ -66,6 +66,7 @@ from controller.posture.persistence import (
 )
 from controller.posture.plan import IdentityPlan, identity_plan
 from controller.posture.state import IdentityState, decode_state
+from controller.posture.watchers import StateWatchers
 from controller.resources.identities import IDENTITIES
 from controller.resources.sessions import API_SESSIONS
 
@@ -249,6 +250,10 @@ class PostureEngine:
         self.lateness = LatenessRecorder()
         # Sessions revoked since start, by cause (machine.REVOKE_CAUSES), counted when decided: what monitoring reads.
         self.revocations = dict.fromkeys(machine.REVOKE_CAUSES, 0)
+        self.decisions = 0
+        """Session requests decided since start (granted or refused): what monitoring and the console read."""
+        self.watchers = StateWatchers()
+        """Who is called back when an identity's state is written (``watchers.watch``: the console's live pages)."""
         self._flush: Flush | None = None
         self.behavior = IdentityBehavior(self, evaluate_posture=evaluate_posture)
         self.actors: ActorRegistry[LiveIdentity, IdentityMessage] = ActorRegistry(
@@ -287,6 +292,7 @@ class PostureEngine:
             ApiError: refused (NOT_FOUND, COULD_NOT_VALIDATE, INVALID_POSTURE, NO_EDGE_ROUTERS_AVAILABLE), or the
                 identity no longer exists (UNAUTHORIZED).
         """
+        self.decisions += 1
         row: dict[str, Any] = await self._ask(identity_id, lambda reply: CreateSession(
             api_session_id, service_id, session_type, tags, reply))
         return row

@@ -21,6 +21,7 @@ from controller.model.events import Event
 from controller.model.spec import WriteContext
 from controller.posture.messages import IdentityMessage, WriteFailed
 from controller.posture.state import IdentityState, encode_state
+from controller.posture.watchers import StateWatchers
 from storage.batch import Outcome
 from storage.store import Store
 
@@ -42,6 +43,9 @@ class WriteOwner(Protocol):
 
     @property
     def lateness(self) -> LatenessRecorder: ...
+
+    @property
+    def watchers(self) -> StateWatchers: ...
 
     def post(self, identity_id: str, message: IdentityMessage) -> None:
         """Queue ``message`` for the identity's actor."""
@@ -153,6 +157,8 @@ class StepWrite:
                 durable_at = engine.domain.clock.now()
                 for deadline, decided_at, revoked in self.lateness:
                     engine.lateness.record(DeadlineOutcome(self.key, deadline, decided_at, durable_at, revoked))
+            if self.state is not None:
+                self.engine.watchers.committed(self.key)
         for reply in self.settles or ():
             reply.send(None)
         if self.waiter is not None:

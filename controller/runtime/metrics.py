@@ -138,6 +138,8 @@ class _ControllerCollector:
         for cause in REVOKE_CAUSES:
             revocations.add_metric([cause], engine.revocations[cause])
         yield revocations
+        yield CounterMetricFamily("tollgate_session_decisions", "Dial/Bind session requests the posture engine "
+                                  "decided, granted or refused.", value=engine.decisions)
         yield GaugeMetricFamily("tollgate_api_sessions", "Live API sessions.",
                                 value=self._sessions.statistics().live_sessions)
 

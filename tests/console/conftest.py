@@ -47,6 +47,14 @@ def server(tmp_path: Path) -> Iterator[ServerThread]:
 
 
 @pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[ServerThread]:
+    """A controller serving HTTPS on 127.0.0.1, where an endpoint can enrol and log in with its certificate."""
+    running = ServerThread(tmp_path / "data", tls=True).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
 def context(browser: Browser) -> Iterator[BrowserContext]:
     fresh = browser.new_context(viewport={"width": 1280, "height": 900}, ignore_https_errors=True,
                                 accept_downloads=True)

@@ -8,6 +8,7 @@ runs a coroutine there when a test needs the controller itself (its clock, say).
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -16,12 +17,16 @@ from typing import Any, TypeVar
 
 import httpx
 import trio
+from cryptography.hazmat.primitives import serialization
 
 from controller.runtime.composition import Controller
 from controller.runtime.task_tree import serve_controller
+from tests.certificates import csr_pem, new_key
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, MGMT, make_settings, seed_pki
 
-__all__ = ["CHROMIUM", "CHROMIUM_FLAGS", "START_SECONDS", "ServerThread", "api"]
+__all__ = ["CHROMIUM", "CHROMIUM_FLAGS", "CLIENT", "START_SECONDS", "ServerThread", "api", "enrolled_endpoint"]
+
+CLIENT = "/edge/client/v1"
 
 T = TypeVar("T")
 
@@ -99,3 +104,27 @@ def api(server: ServerThread, base: str = MGMT) -> Iterator[httpx.Client]:
         assert reply.status_code == 200, reply.text
         client.headers["zt-session"] = reply.json()["data"]["token"]
         yield client
+
+
+@contextmanager
+def enrolled_endpoint(server: ServerThread, token: str, directory: Path) -> Iterator[tuple[httpx.Client, str]]:
+    """An endpoint enrolled with the one-time ``token`` by the REST flow (a CSR to ``POST /enroll``) on ``server``
+    (served over TLS), logged in to the Client API with its new certificate: the client (its ``zt-session`` set) and
+    its API session's id. Its key and certificate are kept in ``directory``."""
+    key = new_key()
+    assert server.controller is not None
+    trust = ssl.create_default_context(cafile=str(server.controller.settings.data_dir / "pki" / "ca.pem"))
+    with httpx.Client(base_url=server.url, verify=trust, timeout=30) as anonymous:
+        enrolled = anonymous.post("/enroll", params={"method": "ott", "token": token}, content=csr_pem(key),
+                                  headers={"Content-Type": "text/plain"})
+    assert enrolled.status_code == 200, enrolled.text
+    (directory / "endpoint.pem").write_text(enrolled.text)
+    (directory / "endpoint.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                               serialization.PrivateFormat.PKCS8,
+                                                               serialization.NoEncryption()))
+    trust.load_cert_chain(str(directory / "endpoint.pem"), str(directory / "endpoint.key"))
+    with httpx.Client(base_url=server.url + CLIENT, verify=trust, timeout=30) as endpoint:
+        login = endpoint.post("/authenticate", params={"method": "cert"}, json={})
+        assert login.status_code == 200, login.text
+        endpoint.headers["zt-session"] = login.json()["data"]["token"]
+        yield endpoint, str(login.json()["data"]["id"])

@@ -19,7 +19,8 @@ from tests.console.support import ServerThread, api
 from tests.console.test_browser_views import MODEL
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "web" / "console" / "templates" / "console"
-PARTIALS = {"base.html", "fields.html", "results.html", "posture.html"}
+PARTIALS = {"base.html", "fields.html", "results.html", "posture.html", "events.html", "event_row.html",
+            "event_gap.html", "access_answer.html", "access_picker.html"}
 """Templates that are parts of pages (each is checked inside the pages that include it)."""
 DOC_SCREENSHOTS = os.environ.get("TOLLGATE_DOC_SCREENSHOTS")
 _axe = Axe()
@@ -60,6 +61,17 @@ def test_every_page_template_passes_axe(page: Page, browser: Browser, server: Se
                                              "roleAttributes": ["staff"]})
         client.post("/authenticators", json={"identityId": identity_id, "method": "updb", "username": "laptop",
                                              "password": "laptop-password"})
+        client.post("/edge-routers", json={"name": "er1", "roleAttributes": ["er"]})
+        client.post("/edge-router-policies", json={"name": "erp", "semantic": "AnyOf", "identityRoles": ["#all"],
+                                                   "edgeRouterRoles": ["#all"]})
+        client.post("/service-edge-router-policies", json={"name": "serp", "semantic": "AnyOf",
+                                                           "serviceRoles": ["#all"],
+                                                           "edgeRouterRoles": ["#all"]})
+        client.post("/posture-checks", json={"name": "mac-check", "typeId": "MAC", "roleAttributes": ["mac"],
+                                             "macAddresses": ["aa-bb-cc-dd-ee-ff"]})
+        client.post("/service-policies", json={"name": "laptop-mac", "type": "Dial", "semantic": "AllOf",
+                                               "identityRoles": [f"@{identity_id}"], "serviceRoles": [f"@{service}"],
+                                               "postureCheckRoles": ["#mac"]})
 
     page.goto(f"{url}/console/login")
     audit.check(page, "login.html", "login")
@@ -74,6 +86,11 @@ def test_every_page_template_passes_axe(page: Page, browser: Browser, server: Se
     audit.check(page, "identity.html", "identity")
     page.goto(f"{url}/console/identities/{identity_id}/posture")
     audit.check(page, "posture_page.html")
+    page.goto(f"{url}/console/identities/{identity_id}/access/{service}")
+    expect(page.locator("#verdict")).to_contain_text("Dial allowed through staff-dial")
+    audit.check(page, "access.html", "access")
+    page.goto(f"{url}/console/identities/{identity_id}/access?service=no-such-service")
+    audit.check(page, "access_pick.html")
     page.goto(f"{url}/console/posture-checks/new")
     audit.check(page, "variants.html")
     page.goto(f"{url}/console/posture-checks/new?typeId=OS")

@@ -6,28 +6,13 @@ the identity's page (with when and by which API session) while the page is open.
 from __future__ import annotations
 
 import re
-import ssl
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import jwt
-import pytest
-from cryptography.hazmat.primitives import serialization
 from playwright.sync_api import Page, expect
 
-from tests.certificates import csr_pem, new_key
 from tests.console.conftest import log_in
-from tests.console.support import ServerThread
-
-CLIENT = "/edge/client/v1"
-
-
-@pytest.fixture
-def tls_server(tmp_path: Path) -> Iterator[ServerThread]:
-    running = ServerThread(tmp_path / "data", tls=True).start()
-    yield running
-    running.stop()
+from tests.console.support import ServerThread, enrolled_endpoint
 
 
 def _field(page: Page, name: str) -> object:
@@ -77,28 +62,13 @@ def test_enrol_an_identity_made_in_the_console_and_watch_its_posture_arrive(page
     expect(page.locator("figure.qr svg")).to_be_visible()
     expect(page.locator("#posture")).to_contain_text("No posture data reported yet")
 
-    key = new_key()
-    ca = str(tls_server.controller.settings.data_dir / "pki" / "ca.pem")  # type: ignore[union-attr]
-    trust = ssl.create_default_context(cafile=ca)
-    with httpx.Client(base_url=url, verify=trust, timeout=30) as anonymous:
-        enrolled = anonymous.post("/enroll", params={"method": "ott", "token": claims["jti"]},
-                                  content=csr_pem(key), headers={"Content-Type": "text/plain"})
-    assert enrolled.status_code == 200, enrolled.text
-    (tmp_path / "laptop.pem").write_text(enrolled.text)
-    (tmp_path / "laptop.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                           serialization.PrivateFormat.PKCS8,
-                                                           serialization.NoEncryption()))
-    trust.load_cert_chain(str(tmp_path / "laptop.pem"), str(tmp_path / "laptop.key"))
-    with httpx.Client(base_url=url + CLIENT, verify=trust, timeout=30) as endpoint:
-        login = endpoint.post("/authenticate", params={"method": "cert"}, json={})
-        assert login.status_code == 200, login.text
-        session_id = login.json()["data"]["id"]
-        endpoint.headers["zt-session"] = login.json()["data"]["token"]
+    with enrolled_endpoint(tls_server, claims["jti"], tmp_path) as (endpoint, session_id):
         reported = endpoint.post("/posture-response", json={"id": "mac-check", "typeId": "MAC",
                                                              "macAddresses": ["AA:BB:CC:DD:EE:01"]})
         assert reported.status_code == 201, reported.text
 
-    # The open page reloads its posture section (htmx): the report shows up with the session that made it.
+    # The open page reloads its posture section when its stream says the posture was written: the report shows up
+    # with the session that made it.
     posture = page.locator("#posture")
     expect(posture).to_contain_text("aa-bb-cc-dd-ee-01")
     expect(posture.get_by_role("link", name=session_id)).to_be_visible()

@@ -212,12 +212,12 @@ async def test_every_console_page_but_the_login_pages_needs_a_session(browser: B
 
     service = await admin.create("/services", {"name": "keep-me", "encryptionRequired": True})
     values = {"kind": "services", "id": service, "path": "configs", "rest": "anything", "enrollment_id": "e",
-              "filename": "console.css"}
+              "filename": "console.css", "serviceId": service}
     checked = 0
     for rule in browser.client.app.url_map.iter_rules():
         if not rule.endpoint.startswith("console."):
             continue
-        path = re.sub(r"<(?:[^:<>]+:)?([a-z_]+)>", lambda m: str(values[m.group(1)]),
+        path = re.sub(r"<(?:[^:<>]+:)?([A-Za-z_]+)>", lambda m: str(values[m.group(1)]),
                       re.sub(r'<any\([^)]*\):kind>', "services", rule.rule))
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             response = await (browser.client.get(path) if method == "GET" else browser.client.post(path, form={}))

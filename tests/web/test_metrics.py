@@ -204,6 +204,7 @@ async def test_metrics_show_exactly_what_the_controller_did(tmp_path: Path, auto
                     in samples.items() if name == "tollgate_login_failures_total"}
         assert failures == {"password:INVALID_AUTH": 2, "mfa:MFA_INVALID_TOKEN": 1}
         assert revocations(samples) == {"policy": 1, "posture": 1, "mfa_timeout": 0}
+        assert sample(samples, "tollgate_session_decisions_total") == 3
         assert sample(samples, "tollgate_api_sessions") == 2
         # The user's actor waits for its MFA deadline; the admin's has passivated.
         assert sample(samples, "tollgate_identity_actors_live") == 1

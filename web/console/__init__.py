@@ -4,12 +4,15 @@
 (``templates/console/``) with htmx (``static/htmx.min.js``, vendored: ``static/htmx.manifest.json`` records its
 version, source, SHA-256 and licence) for partial updates; every flow works without JavaScript where a form can do
 the job. The console calls the controller in process, through the parts the API's handlers use (the domain facade,
-the posture engine, the API sessions, MFA, the admin CLI's model-file planner), never over HTTP, and derives its
+the posture engine, the API sessions, MFA, the event log and the access explanation of ``controller.insight``, the
+admin CLI's model-file planner), never over HTTP, and derives its
 forms, columns and filters from the resource specs.
 
 * ``blueprint``: the routes, headers and error pages; ``guard`` and ``sessions``: login, console sessions, CSRF and
   origin checks;
-* ``auth_pages``, ``overview_page``, ``kind_pages``, ``edit_pages``, ``identity_pages``, ``model_pages``: the pages;
+* ``auth_pages``, ``overview_page``, ``kind_pages``, ``edit_pages``, ``identity_pages``, ``access_pages``,
+  ``model_pages``: the pages; ``live_pages``: the live stream a page opens (``static/console.js``), and
+  ``event_rows``: events as table rows;
 * ``widgets``, ``form_values``, ``columns``, ``list_query``: forms, lists and detail pages derived from the specs;
 * ``reading`` and ``rendering``: what pages read beyond one list or row, and how a page is rendered.
 

@@ -17,7 +17,16 @@ from controller.authentication import API_SESSIONS
 from controller.errors import ApiError
 from controller.model.request_fields import words
 from controller.runtime.composition import Controller
-from web.console import auth_pages, edit_pages, identity_pages, kind_pages, model_pages, overview_page
+from web.console import (
+    access_pages,
+    auth_pages,
+    edit_pages,
+    identity_pages,
+    kind_pages,
+    live_pages,
+    model_pages,
+    overview_page,
+)
 from web.console.guard import Gate, Refused
 from web.console.kind_pages import kind_label
 from web.console.rendering import api_message, page, see_other
@@ -101,6 +110,8 @@ def console_blueprint(controller: Controller) -> Blueprint:
     auth_pages.register(bp, controller, sessions)
     overview_page.register(bp, controller, kinds)
     identity_page = identity_pages.register(bp, controller)
+    access_pages.register(bp, controller)
+    live_pages.register(bp, controller)
     model_pages.register(bp, controller)
     edit_pages.register(bp, controller, kinds)
     kind_pages.register(bp, controller, kinds, {"identities": identity_page})

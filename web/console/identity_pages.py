@@ -6,7 +6,10 @@
 * Its MFA enrolment, and a reset (``DELETE /identities/{id}/mfa``).
 * Its posture data, each record with when and by which API session it was reported, read from the identity's actor
   (:meth:`controller.posture.engine.PostureEngine.state`, as ``GET /identities/{id}/posture-data``); htmx reloads
-  that section every few seconds, so a report shows up without reloading the page.
+  that section when the page's live stream (``web/console/live_pages.py``) says the identity's posture state was
+  written or one of its events arrived, so a report shows up without reloading the page.
+* Its latest events (``GET /events?identity=``), and the live ones added as they happen (the page's stream).
+* A service picker leading to the access explanation (``web/console/access_pages.py``).
 * Its API sessions (their rows, and whether each is live) and its last failed service requests.
 """
 
@@ -21,17 +24,20 @@ from controller.authentication import API_SESSIONS
 from controller.authentication.enrollment_admin import create_enrollment, refresh
 from controller.clock import format_time
 from controller.errors import ApiError, not_found
+from controller.insight import EventFilter
 from controller.posture.records import PostureData
 from controller.resources.enrollments import ENROLLMENT_SECONDS
 from controller.runtime.composition import Controller
+from web.console.event_rows import recent_rows
 from web.console.guard import current
 from web.console.kind_pages import DetailPage, detail_context
-from web.console.rendering import api_message, htmx_target, page, see_other
+from web.console.reading import StoreChoices
+from web.console.rendering import api_message, htmx_target, page, query_url, see_other
 
-__all__ = ["POSTURE_REFRESH_SECONDS", "register"]
+__all__ = ["IDENTITY_EVENTS", "register"]
 
-POSTURE_REFRESH_SECONDS = 2
-"""How often an open identity page reloads its posture section."""
+IDENTITY_EVENTS = 20
+"""How many of the identity's latest events its page lists when it opens."""
 
 
 def _time(value: float | None) -> str:
@@ -95,14 +101,17 @@ def register(bp: Blueprint, controller: Controller) -> DetailPage:
             raise not_found("identity", identity_id)
         state = await controller.engine.state(identity_id)
         return {"identity_id": identity_id, "records": posture_records(state.posture),
-                "failures": [dict(f) for f in state.failures], "refresh": POSTURE_REFRESH_SECONDS}
+                "failures": [dict(f) for f in state.failures]}
 
     async def identity_page(id: str) -> Response:
         context = detail_context(controller, "identities", id)
         mfa = controller.mfa.record(id)
+        events, latest = recent_rows(controller.store, EventFilter(identity_id=id), IDENTITY_EVENTS)
+        stream = query_url("/console/events/stream", {"identity": id, "lastEventId": latest})
         return await page("identity.html", **context, enrollments=enrollments(id), api_sessions=api_sessions(id),
                           mfa=None if mfa is None else {"verified": bool(mfa.get("isVerified"))},
-                          **await posture_context(id))
+                          events=events, stream=stream, services=StoreChoices(domain).rows("services"), wanted="",
+                          error="", **await posture_context(id))
 
     @bp.get("/identities/<id>/posture")
     async def posture_section(id: str) -> Response:

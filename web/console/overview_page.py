@@ -1,5 +1,8 @@
-"""The console's overview: how many rows each kind holds (each a link to its list), and the identities whose MFA
-deadlines come next, from the posture engine (:meth:`controller.posture.engine.PostureEngine.upcoming_deadlines`)."""
+"""The console's overview: how many rows each kind holds (each a link to its list), the identities whose MFA
+deadlines come next, from the posture engine (:meth:`controller.posture.engine.PostureEngine.upcoming_deadlines`),
+the latest events with live ones added as they happen and the session requests decided and sessions revoked per
+second (the page's one stream, ``web/console/live_pages.py``, with ``rates=1``), and the controllers of the network
+as ``GET /controllers`` lists them (:func:`controller.runtime.controllers.list_controllers`)."""
 
 from __future__ import annotations
 
@@ -8,14 +11,20 @@ from collections.abc import Sequence
 from quart import Blueprint, Response
 
 from controller.clock import format_time
+from controller.data.listing import ListParams
+from controller.insight import EventFilter
 from controller.runtime.composition import Controller
+from controller.runtime.controllers import list_controllers
+from web.console.event_rows import recent_rows
 from web.console.kind_pages import kind_label
-from web.console.rendering import page
+from web.console.rendering import page, query_url
 
-__all__ = ["UPCOMING_DEADLINES", "register"]
+__all__ = ["OVERVIEW_EVENTS", "UPCOMING_DEADLINES", "register"]
 
 UPCOMING_DEADLINES = 10
 """How many of the next MFA deadlines the overview lists."""
+OVERVIEW_EVENTS = 20
+"""How many of the latest events the overview lists when it opens."""
 
 
 def register(bp: Blueprint, controller: Controller, kinds: Sequence[str]) -> None:
@@ -33,4 +42,8 @@ def register(bp: Blueprint, controller: Controller, kinds: Sequence[str]) -> Non
         names = {str(row["id"]): str(row.get("name") or row["id"]) for row in identities}
         upcoming = [(identity_id, names.get(identity_id, identity_id), format_time(at), max(0, round(at - now)))
                     for at, identity_id in deadlines]
-        return await page("overview.html", title="Overview", counts=counts, upcoming=upcoming)
+        events, latest = recent_rows(controller.store, EventFilter(), OVERVIEW_EVENTS)
+        stream = query_url("/console/events/stream", {"rates": "1", "lastEventId": latest})
+        controllers, _ = list_controllers(controller, "management", ListParams())
+        return await page("overview.html", title="Overview", counts=counts, upcoming=upcoming, events=events,
+                          stream=stream, controllers=controllers)

@@ -19,12 +19,11 @@ import msgspec
 import trio
 from quart import Blueprint, Response, request
 
-from controller.authentication import API_SESSIONS
-from controller.errors import ApiError, field_cause, not_found
-from controller.insight import EventFilter, KeptEvent, Lagged, latest_id, page, paging_numbers
-from controller.insight.access_explained import explain_access
+from controller.errors import ApiError, field_cause
+from controller.insight import EventFilter, KeptEvent, page, paging_numbers
+from controller.insight.access_explained import explain_identity_access
 from controller.insight.catalog import ACCESS_EXPLANATION, EVENT
-from controller.insight.event_log import read_after
+from controller.insight.follow import QUIET, EventFollower, Gap
 from controller.runtime.composition import Controller
 from web.envelope import ok
 from web.guards import Access, current_session
@@ -32,7 +31,6 @@ from web.route_table import RouteGroup, Routes
 
 __all__ = ["register"]
 
-_CATCH_UP_BATCH = 500
 _STRING: dict[str, Any] = {"type": "string"}
 _FILTERS: dict[str, dict[str, Any]] = {
     "type": {**_STRING, "description": "namespaces (access) or types (access.revoked), comma-separated"},
@@ -67,71 +65,41 @@ def _resume_id() -> int | None:
     return number
 
 
-def _frame(event: KeptEvent) -> bytes:
-    return b"id: %d\ndata: %s\n\n" % (event.id, event.data)
+def _frames(items: list[KeptEvent | Gap]) -> bytes:
+    out = []
+    for item in items:
+        if isinstance(item, Gap):
+            gap = {"firstMissing": item.first, "lastMissing": item.last}
+            out.append(b"event: gap\ndata: %s\n\n" % msgspec.json.encode(gap))
+        else:
+            out.append(b"id: %d\ndata: %s\n\n" % (item.id, item.data))
+    return b"".join(out)
 
 
 async def _stream(controller: Controller, wanted: EventFilter, resume: int | None,
                   api_session_id: str) -> AsyncIterator[bytes]:
     """The event stream's body (see the module docstring)."""
-    store, heartbeat = controller.store, controller.settings.events_heartbeat
-
-    def catch_up(last: int) -> tuple[list[bytes], int]:
-        frames: list[bytes] = []
-        while True:
-            with store.read() as txn:
-                batch = read_after(txn, last, _CATCH_UP_BATCH)
-            if not batch:
-                return frames, last
-            if batch[0].id != last + 1:
-                gap = {"firstMissing": last + 1, "lastMissing": batch[0].id - 1}
-                frames.append(b"event: gap\ndata: %s\n\n" % msgspec.json.encode(gap))
-            frames.extend(_frame(event) for event in batch if wanted.matches(event.fields))
-            last = batch[-1].id
-
+    heartbeat = controller.settings.events_heartbeat
     with controller.events_hub.subscribe() as subscription:
-        with store.read() as txn:
-            latest = latest_id(txn)
-        last = latest if resume is None or resume > latest else resume
-        frames, last = catch_up(last)
-        yield b": tollgate events\nretry: 2000\n\n" + b"".join(frames)
+        follower = EventFollower(controller.store, subscription, wanted, resume)
+        yield b": tollgate events\nretry: 2000\n\n" + _frames(follower.catch_up())
         while True:
-            batch: list[KeptEvent] | None = None
-            lagged = False
+            arrival = QUIET
             with trio.move_on_after(heartbeat):
-                try:
-                    batch = await subscription.receive()
-                except Lagged:
-                    lagged = True
-            if lagged:  # fell further behind than the subscription holds: the store has what it missed
-                frames, last = catch_up(last)
-                if frames:
-                    yield b"".join(frames)
-                continue
-            if controller.sessions.get(api_session_id) is None:
+                arrival = await follower.next()
+            if not arrival.lagged and controller.sessions.get(api_session_id) is None:
                 return  # the caller's API session ended: so does what it was shown
-            if batch is None:
-                yield b": heartbeat\n\n"
-                continue
-            if not batch:
+            if arrival.closed:
                 return  # the controller is stopping
-            fresh = [event for event in batch if event.id > last]
-            if fresh and fresh[0].id != last + 1:
-                frames, last = catch_up(last)
-                fresh = [event for event in fresh if event.id > last]
-            else:
-                frames = []
-            frames.extend(_frame(event) for event in fresh if wanted.matches(event.fields))
-            if fresh:
-                last = fresh[-1].id
-            if frames:
-                yield b"".join(frames)
+            if arrival.timed_out:
+                yield b": heartbeat\n\n"
+            elif arrival.items:
+                yield _frames(arrival.items)
 
 
 def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     """Add the event and access-explanation operations to the management blueprint."""
     group = RouteGroup(routes, bp, "management", tag="Events", access=Access.ADMIN)
-    domain = controller.domain
 
     async def list_events() -> Response:
         wanted = _filter()
@@ -150,23 +118,9 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         return response
 
     async def explain(id: str, serviceId: str) -> Response:
-        with domain.read() as ctx:
-            identity = ctx.txn.get("identities", id)
-            service = ctx.txn.get("services", serviceId)
-        if identity is None:
-            raise not_found("identity", id)
-        if service is None:
-            raise not_found("service", serviceId)
-        state = await controller.engine.state(id)
-        wanted = request.args.get("apiSessionId") or None
-        with domain.read() as ctx:
-            api_sessions = ctx.txn.get_many(API_SESSIONS, ctx.txn.ids_by_ref(API_SESSIONS, "identityId", id))
-            try:
-                data = explain_access(ctx, controller.store, identity, service, state, api_sessions, wanted, ctx.now,
-                                      evaluate_posture=controller.settings.evaluate_posture)
-            except LookupError:
-                raise not_found("apiSession", str(wanted)) from None
-        return ok(data)
+        return ok(await explain_identity_access(controller.domain, controller.engine, id, serviceId,
+                                                request.args.get("apiSessionId") or None,
+                                                evaluate_posture=controller.settings.evaluate_posture))
 
     group.add("GET", "/events", "listEvents", list_events, query={**_FILTERS, **_PAGING},
               summary="The kept events, filtered and paged by id (oldest first in each page; meta: limit, more, "
