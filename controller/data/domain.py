@@ -98,9 +98,10 @@ class Domain:
         return result
 
     def post_write(self, fn: Callable[[WriteContext], Any], on_done: Callable[[Outcome], None]) -> None:
-        """Queue ``fn`` for the next group commit without waiting for it (:meth:`controller.data.group_commit.Writer.post`):
-        ``on_done`` gets its outcome on the writer's task once it is durable (or failed), after the listeners have
-        been told of its changes. A barrier a listener returns is not awaited: nobody waits for this write."""
+        """Queue ``fn`` for the next group commit without waiting for it
+        (:meth:`controller.data.group_commit.Writer.post`): ``on_done`` gets its outcome on the writer's task once
+        it is durable (or failed), after the listeners have been told of its changes. A barrier a listener returns
+        is not awaited: nobody waits for this write."""
         mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env)
         self.writer.post(mutation, on_done, on_commit=mutation.committed)
 
