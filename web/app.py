@@ -1,6 +1,7 @@
 """``create_app(controller)``: the quart-trio application serving both APIs.
 
-Every request gets a request id, a size check on its body before any other work, the headers old SDKs rely on
+Every request gets a request id, a size check on its body before any other work, the controller's read barrier (a
+node of a cluster waits until it holds every write acknowledged before the request), the headers old SDKs rely on
 (``ziti-instance-id``, ``server``), and one structured log line (method, path, status, duration, requestId). Secrets
 never reach the log: only the path is logged, never a query string, header or body. A controller with metrics
 (``controller/runtime/metrics.py``) also counts each request there, by route template, method and status.
@@ -80,6 +81,14 @@ def create_app(controller: Controller) -> QuartTrio:
             # one would cost every GET a trip through the body machinery.
             await request.get_data()
         return None
+
+    freshness = controller.freshness
+
+    @app.before_request
+    async def fresh() -> None:
+        # After the size check above (hooks run in registration order), before anything reads: in a cluster, the
+        # node's replica then holds every write acknowledged anywhere before this request arrived.
+        await freshness.wait_fresh()
 
     @app.before_request
     async def external_jwt_factor() -> None:

@@ -13,10 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.errors import ApiError, field_cause, nested_cause
-from controller.model.spec import ReadContext
-from controller.model.spec import Resource
 from controller.access.roles import parse_semantic, require_role_filter_entries, select_ids
+from controller.errors import ApiError, field_cause, nested_cause
+from controller.model.spec import ReadContext, Resource
 from storage.zitiql import (
     IndexHint,
     Query,

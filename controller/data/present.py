@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.model.spec import ReadContext
-from controller.model.spec import Resource
+from controller.model.spec import ReadContext, Resource
 
 __all__ = ["entity_ref", "link", "present"]
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from controller.access.roles import check_attributes, normalize_roles
 from controller.clock import format_time
 from controller.errors import ApiError, FieldError, field_cause, not_found
 from controller.ids import new_id
-from controller.model.spec import Change, WriteContext
-from controller.model.field import Field, MISSING, Mode, Variant
-from controller.model.spec import Resource
-from controller.access.roles import check_attributes, normalize_roles
+from controller.model.field import MISSING, Field, Mode, Variant
+from controller.model.spec import Change, Resource, WriteContext
 from storage.keys import MAX_KEY_BYTES, UnstorableValue
 from storage.rows import MAX_INT, MIN_INT, UnencodableValue, encode
 from storage.store import UniqueViolation
