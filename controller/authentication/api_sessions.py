@@ -172,7 +172,9 @@ class ApiSessions:
                 row = ctx.txn.get(KIND, session.id)
                 # Shared: another node may have stored a later activity meanwhile; it never goes back.
                 if row is not None and not (shared and parse_time(row["lastActivityAt"]) >= last):
-                    ctx.txn.put(KIND, {**row, "lastActivityAt": format_time(last)})
+                    new = {**row, "lastActivityAt": format_time(last)}
+                    ctx.txn.put(KIND, new)
+                    ctx.changes.append(Change(KIND, session.id, row, new))
 
         return write
 

@@ -37,7 +37,7 @@ __all__ = ["CONNECT_WITHIN", "ClusterConfig", "ClusterNode", "ClusterUnreachable
 
 log = logging.getLogger("tollgate.cluster")
 
-CONNECT_WITHIN = 20.0
+CONNECT_WITHIN = 15.0
 """Seconds a start waits for etcd to answer before it gives up."""
 REQUEST_TIMEOUT = 2.0
 """Seconds one etcd request may take (a write's own deadline is longer: it tries again within it)."""

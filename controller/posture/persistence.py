@@ -73,17 +73,18 @@ class StepWrite:
 
     The lists stay None until a step needs them: most writes carry only the state of a posture report."""
 
-    __slots__ = ("begun", "done", "engine", "gone", "grants", "key", "lateness", "pending_cleared", "replies",
-                 "revoke", "settles", "state", "waiter")
+    __slots__ = ("begun", "done", "engine", "gone", "granted", "grants", "key", "lateness", "pending_cleared",
+                 "replies", "revoke", "settles", "state", "waiter")
 
     def __init__(self, engine: WriteOwner, key: str) -> None:
         self.engine = engine
         self.key = key
         self.state: IdentityState | None = None
         self.revoke: list[str] | None = None
-        # Per granted session: its id, its body (the stored row once written, or the ApiError that refused it),
-        # and the requests answered with it.
+        # Per granted session: its id, its body and the requests answered with it; ``granted`` holds, in the same
+        # order, what the write made of each (the stored row, or the ApiError that refused it).
         self.grants: list[tuple[str, Any, list[OneShot[Any]]]] | None = None
+        self.granted: list[Any] | None = None
         self.replies: list[tuple[OneShot[Any], Any]] | None = None
         self.settles: list[OneShot[Any]] | None = None
         self.lateness: list[tuple[float, float, int]] | None = None  # deadline, decided at, sessions revoked
@@ -98,6 +99,9 @@ class StepWrite:
         reference no identity): the identity's actor learns of the deletion (``Reevaluate``) and drops the state in
         a later write."""
         txn, key = ctx.txn, self.key
+        # Everything below is derived again on every run (a cluster's commit may run a write twice).
+        self.gone = False
+        self.granted = [] if self.grants else None
         if self.revoke or self.grants:
             if not txn.exists("identities", key):
                 self.gone = True
@@ -106,14 +110,14 @@ class StepWrite:
             for session_id in self.revoke or ():
                 if txn.exists(SESSIONS, session_id):
                     delete_row(ctx, sessions, session_id)
-            grants = self.grants or []
-            for index, (session_id, body, replies) in enumerate(grants):
+            granted = self.granted if self.granted is not None else []
+            for session_id, body, _replies in self.grants or ():
                 # Its API session may have ended, or its service gone, since the decision.
                 if not (txn.exists("api-sessions", body["apiSessionId"])
                         and txn.exists("services", body["serviceId"])):
-                    grants[index] = (session_id, ApiError("NOT_FOUND"), replies)
+                    granted.append(ApiError("NOT_FOUND"))
                 else:
-                    grants[index] = (session_id, create_row(ctx, sessions, body, None, session_id), replies)
+                    granted.append(create_row(ctx, sessions, body, None, session_id))
         if self.state is not None:
             txn.put_raw(STATE_KIND, key, encode_state(self.state))
         if self.pending_cleared:
@@ -134,7 +138,7 @@ class StepWrite:
         else:
             if self.replies:
                 send_replies(self.replies)
-            for _, row, replies in self.grants or ():
+            for (_, _, replies), row in zip(self.grants or (), self.granted or (), strict=True):
                 send_replies([(reply, row) for reply in replies])
             if self.lateness:
                 engine = self.engine
