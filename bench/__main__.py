@@ -24,6 +24,7 @@ SCENARIOS = {
     "sessions": "bench.sessions_bench",
     "crash": "bench.crash_bench",
     "steps": "bench.steps_bench",
+    "replication": "bench.replication_bench",
 }
 
 

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import heapq
 import logging
-import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import trio
@@ -39,20 +38,25 @@ from cryptography import x509
 
 from controller.authentication.live_session import (
     EXT_JWT_SIGNER,
-    EXT_JWT_UNTIL,
     KIND,
     PARTIAL_SECONDS,
     TOKEN_DIGEST,
     ApiSessionsStatistics,
     LiveSession,
-    row_lifetime,
     session_of_row,
     token_digest,
 )
 from controller.authentication.lockout import FailedLogins
-from controller.clock import format_time, parse_time
+from controller.authentication.session_writes import (
+    activity_write,
+    expiry_write,
+    ext_jwt_write,
+    flags_write,
+    removal_write,
+)
+from controller.clock import format_time
 from controller.data.domain import Domain
-from controller.data.write_path import create_row, delete_row
+from controller.data.write_path import create_row
 from controller.errors import ApiError
 from controller.model.spec import Change, WriteContext
 from controller.resources.api_session_certificates import record_session_certificate
@@ -160,23 +164,9 @@ class ApiSessions:
         stale = [(s, s.last_activity) for s in sessions if s.last_activity != s.persisted_activity]
         if not stale:
             return
-        await self.domain.write(self._activity_write(stale))
+        await self.domain.write(activity_write([(s.id, last) for s, last in stale], forward_only=self.shared))
         for session, last in stale:
             session.persisted_activity = max(session.persisted_activity, last)
-
-    def _activity_write(self, stale: list[tuple[LiveSession, float]]) -> Callable[[WriteContext], None]:
-        shared = self.shared
-
-        def write(ctx: WriteContext) -> None:
-            for session, last in stale:
-                row = ctx.txn.get(KIND, session.id)
-                # Shared: another node may have stored a later activity meanwhile; it never goes back.
-                if row is not None and not (shared and parse_time(row["lastActivityAt"]) >= last):
-                    new = {**row, "lastActivityAt": format_time(last)}
-                    ctx.txn.put(KIND, new)
-                    ctx.changes.append(Change(KIND, session.id, row, new))
-
-        return write
 
     def _share_activity(self, session: LiveSession) -> None:
         """Shared: queue the write of a session's activity once it moved the grace past what is stored."""
@@ -190,7 +180,7 @@ class ApiSessions:
             if outcome.error is None:
                 session.persisted_activity = max(session.persisted_activity, last)
 
-        self.domain.post_write(self._activity_write([(session, last)]), done)
+        self.domain.post_write(activity_write([(session.id, last)], forward_only=True), done)
 
     # Login, lookup, logout ---------------------------------------------------------------------------------
 
@@ -289,35 +279,14 @@ class ApiSessions:
         for session_id in session_ids:
             # Dropped from memory first: the token is refused from this instant, before the commit.
             self._pop(session_id)
-        resource = self.domain.registry[KIND]
-
-        def remove(ctx: WriteContext) -> None:
-            for session_id in session_ids:
-                if ctx.txn.exists(KIND, session_id):
-                    delete_row(ctx, resource, session_id)
-
-        await self.domain.write(remove)
+        await self.domain.write(removal_write(self.domain.registry[KIND], session_ids))
 
     async def _expire_shared(self, session_ids: list[str]) -> None:
         """End sessions whose time is up as this node sees it, unless what is stored (another node's use) says
         otherwise: judged again inside the write, where the latest rows are. Those kept wait for their new end."""
-        resource = self.domain.registry[KIND]
-        timeout, grace = self.timeout, self._grace
-
-        def remove(ctx: WriteContext) -> list[dict[str, Any]]:
-            kept = []
-            for session_id in session_ids:
-                row = ctx.txn.get(KIND, session_id)
-                if row is None:
-                    continue
-                if parse_time(row["lastActivityAt"]) + row_lifetime(row, timeout, grace) > ctx.now:
-                    kept.append(row)
-                else:
-                    delete_row(ctx, resource, session_id)
-            return kept
-
         try:
-            kept = await self.domain.write(remove)
+            kept = await self.domain.write(expiry_write(self.domain.registry[KIND], session_ids, self.timeout,
+                                                        self._grace))
         except ApiError as error:  # the cluster's store is unavailable: judge them again shortly
             log.warning("expiring API sessions failed; trying again", extra={"error": error.code})
             for session_id in session_ids:
@@ -378,13 +347,7 @@ class ApiSessions:
             session.mfa_complete = flags["isMfaComplete"]
         if not session.partial:
             self._slide(session, trio.current_time())
-
-        def write(ctx: WriteContext) -> None:
-            row = ctx.txn.get(KIND, session_id)
-            if row is not None:
-                ctx.txn.put(KIND, {**row, **flags})
-
-        await self.domain.write(write)
+        await self.domain.write(flags_write(session_id, flags))
 
     async def mark_mfa_complete(self, session_id: str) -> None:
         """The session proved MFA: it is no longer partially authenticated (persisted for restarts)."""
@@ -409,11 +372,4 @@ class ApiSessions:
         session.ext_jwt_until = trio_until
         if not session.partial:
             self._slide(session, trio.current_time())
-
-        def write(ctx: WriteContext) -> None:
-            row = ctx.txn.get(KIND, session_id)
-            # Two requests may bring JWTs at once: the later expiry wins whatever order their writes commit in.
-            if row is not None and until > float(row.get(EXT_JWT_UNTIL, -math.inf)):
-                ctx.txn.put(KIND, {**row, EXT_JWT_UNTIL: until})
-
-        await self.domain.write(write)
+        await self.domain.write(ext_jwt_write(session_id, until))

@@ -77,15 +77,17 @@ def _unavailable(error: Unavailable) -> ApiError:
 class ReplicatedCommit:
     """The :class:`~controller.data.commit_step.CommitStep` of a cluster node over its replica ``store``."""
 
-    def __init__(self, store: Store, etcd: EtcdClient, keys: NetworkKeys, *, node: str, limits: Limits) -> None:
+    def __init__(self, store: Store, etcd: EtcdClient, keys: NetworkKeys, *, network: str, node: str,
+                 limits: Limits) -> None:
         store.record_writes = True
         self._store = store
         self._etcd = etcd
         self._keys = keys
+        self.network = network  # the network's identity (a replica of another is rebuilt)
         self.node = node  # named in the head of every write (the node's name, once known)
         self._limits = limits
         with store.read() as txn:
-            self.applied, self.head = replica_position(txn)
+            self.applied, self.head = replica_position(txn, network)
         self._pending: list[WatchUpdate] = []
         self._snapshot: Snapshot | None = None
         self._wake: Callable[[], None] = lambda: None
@@ -302,6 +304,13 @@ class ReplicatedCommit:
         if not self._pending:
             return
         updates, self._pending = self._pending, []
+        if all(event.kv.mod_revision <= self.applied for update in updates for event in update.events):
+            # Nothing new (this node's own writes coming back, progress notifications): no transaction. The
+            # recorded position is moved with the next write; resuming from an older one only replays what is
+            # dropped again.
+            self.applied = max(self.applied, *(update.revision for update in updates))
+            self._progress.unpark_all()
+            return
         txn, raw = await self._begin(record=False)
         try:
             applied = apply_updates(txn, self._store, self._keys, updates, self.applied, self.head)

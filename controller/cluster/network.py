@@ -42,8 +42,6 @@ from controller.etcd import (
     CompareTarget,
     EtcdClient,
     Put,
-    Range,
-    RangeResult,
     Unavailable,
 )
 
@@ -91,10 +89,13 @@ class InitClaim:
 
 @dataclass(frozen=True, slots=True)
 class Joined:
-    """The network's PKI, and this node's claim when it is the one initialising it."""
+    """The network's PKI, this node's claim when it is the one initialising it, and what identifies the network
+    (``identity``: etcd's cluster id, the prefix and the revision its PKI was stored at), so that a replica made for
+    another network (or an etcd since wiped) is never taken for this one's."""
 
     pki: NetworkPki
     claim: InitClaim | None
+    identity: str
 
 
 def _state(data: bytes) -> _InitState | None:
@@ -114,16 +115,15 @@ async def join_network(etcd: EtcdClient, keys: NetworkKeys, lease_id: Callable[[
             found = await etcd.get(keys.init)
             state = _state(found.value) if found is not None else None
             if state is not None and state.state == "done":
-                return Joined(await _network_pki(etcd, keys, server_key_type), None)
+                return await _joined(etcd, keys, server_key_type, None)
             if found is not None and state is not None and state.by == node:  # a claim whose answer was lost
-                return Joined(await _network_pki(etcd, keys, server_key_type), InitClaim(found.create_revision))
+                return await _joined(etcd, keys, server_key_type, InitClaim(found.create_revision))
             if found is None:
                 working = msgspec.msgpack.encode(_InitState("working", node))
                 result = await etcd.txn([Compare.absent(keys.init)], [Put(keys.init, working, lease=lease_id())])
                 if result.succeeded:
                     log.info("initialising the network", extra={"node": node})
-                    claim = InitClaim(result.header.revision)
-                    return Joined(await _network_pki(etcd, keys, server_key_type), claim)
+                    return await _joined(etcd, keys, server_key_type, InitClaim(result.header.revision))
                 continue
             log.info("waiting for another node to initialise the network", extra={"by": state.by if state else ""})
             async with etcd.watch(keys.init, start_revision=found.mod_revision + 1) as watch:
@@ -132,6 +132,11 @@ async def join_network(etcd: EtcdClient, keys: NetworkKeys, lease_id: Callable[[
         except (Unavailable, Compacted) as error:  # a lost create is settled by the next look: ours or not
             log.debug("etcd was unavailable while joining", extra={"error": str(error)})
             await trio.sleep(_RETRY_PAUSE)
+
+
+async def _joined(etcd: EtcdClient, keys: NetworkKeys, server_key_type: str, claim: InitClaim | None) -> Joined:
+    pki, identity = await _network_pki(etcd, keys, server_key_type)
+    return Joined(pki, claim, identity)
 
 
 def _new_pki(server_key_type: str) -> NetworkPki:
@@ -143,24 +148,22 @@ def _new_pki(server_key_type: str) -> NetworkPki:
                           (directory / SERVER_KEY_NAME).read_bytes(), server_key_type, secrets.token_bytes(32))
 
 
-async def _network_pki(etcd: EtcdClient, keys: NetworkKeys, server_key_type: str) -> NetworkPki:
-    """The network's PKI; made and stored (create-if-absent) if the network has none yet."""
-    found = await etcd.get(keys.pki)
-    if found is not None:
-        return msgspec.msgpack.decode(found.value, type=NetworkPki)
-    made = await trio.to_thread.run_sync(_new_pki, server_key_type)
+async def _network_pki(etcd: EtcdClient, keys: NetworkKeys, server_key_type: str) -> tuple[NetworkPki, str]:
+    """The network's PKI (made and stored, create-if-absent, if the network has none yet) and the network's
+    identity (:attr:`Joined.identity`)."""
+    made: NetworkPki | None = None
     while True:
-        try:
-            result = await etcd.txn([Compare.absent(keys.pki)], [Put(keys.pki, msgspec.msgpack.encode(made))],
-                                    [Range(keys.pki)])
-        except Unavailable:  # guarded by the compare: trying again is harmless
+        found = await etcd.range(keys.pki)
+        if found.kvs:
+            kv = found.kvs[0]
+            identity = f"{found.header.cluster_id:x}:{keys.prefix.decode()}:{kv.create_revision}"
+            return msgspec.msgpack.decode(kv.value, type=NetworkPki), identity
+        if made is None:
+            made = await trio.to_thread.run_sync(_new_pki, server_key_type)
+        try:  # guarded by the compare: trying again, or losing to another node, is harmless
+            await etcd.txn([Compare.absent(keys.pki)], [Put(keys.pki, msgspec.msgpack.encode(made))])
+        except Unavailable:
             await trio.sleep(_RETRY_PAUSE)
-            continue
-        if result.succeeded:
-            return made
-        stored = result.responses[0]
-        assert isinstance(stored, RangeResult) and stored.kvs
-        return msgspec.msgpack.decode(stored.kvs[0].value, type=NetworkPki)
 
 
 def install_pki(material: NetworkPki, pki_dir: Path, sans: Sequence[str]) -> Pki:

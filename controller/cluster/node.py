@@ -105,6 +105,7 @@ class ClusterNode:
         self.started_at = time.time()
         self._claim: InitClaim | None = None
         self.server_key_type = "rsa"
+        self.network = ""  # the network's identity, once joined
         self.name = config.node_name or ""
         self.commit: ReplicatedCommit | None = None
         self.replica: ReplicaService | None = None
@@ -119,6 +120,7 @@ class ClusterNode:
         joined: Joined = await join_network(self.etcd, self.keys, lambda: self.membership.lease_id, self.instance,
                                             server_key_type=server_key_type)
         self._claim = joined.claim
+        self.network = joined.identity
         self.server_key_type = joined.pki.server_key_type
         if self.server_key_type != server_key_type:
             log.warning("the network's server key is not of the type this node was told; it keeps the network's",
@@ -136,8 +138,8 @@ class ClusterNode:
         for leftover in (path.with_name(path.name + ".rebuild"), path.with_name(path.name + ".old")):
             shutil.rmtree(leftover, ignore_errors=True)
         store = Store(path, layouts, durable=durable)
-        self.commit = ReplicatedCommit(store, self.etcd, self.keys, node=self.name or self.instance,
-                                       limits=self.config.limits)
+        self.commit = ReplicatedCommit(store, self.etcd, self.keys, network=self.network,
+                                       node=self.name or self.instance, limits=self.config.limits)
         self.replica = ReplicaService(self.etcd, self.keys, self.commit, layouts, durable=durable)
         self.freshness = ReadIndexBarrier(self.etcd, self.keys, self.commit)
         return store

@@ -56,7 +56,8 @@ class ReplicaService:
     async def rebuild(self) -> None:
         """Build the replica afresh from etcd and swap it in (the live one keeps serving meanwhile)."""
         path = self._commit_path()
-        snapshot = await load_snapshot(self._etcd, self._keys, path, self._layouts, durable=self._durable)
+        snapshot = await load_snapshot(self._etcd, self._keys, self._commit.network, path, self._layouts,
+                                       durable=self._durable)
         await self._commit.swap(snapshot)
         self.rebuilds += 1
 

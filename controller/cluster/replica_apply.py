@@ -23,13 +23,15 @@ from storage.rows import decode, decode_row
 from storage.store import ReadTxn, Store, WriteTxn
 from storage.write_set import RowKey, WriteSet
 
-__all__ = ["APPLIED_META", "HEAD_META", "Applied", "AppliedWrite", "apply_rows", "apply_updates", "diff_stores",
-           "replica_position"]
+__all__ = ["APPLIED_META", "HEAD_META", "NETWORK_META", "Applied", "AppliedWrite", "apply_rows", "apply_updates",
+           "diff_stores", "replica_position"]
 
 APPLIED_META = "cluster.applied"
 """Local meta: the etcd revision up to which every change of ``d/`` is in this replica."""
 HEAD_META = "cluster.head"
 """Local meta: the head's mod revision as this replica holds it (the revision of the latest write it holds)."""
+NETWORK_META = "cluster.network"
+"""Local meta: the identity of the network the replica holds (``controller.cluster.network.Joined.identity``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +60,11 @@ class Applied:
     writes: list[AppliedWrite] = field(default_factory=list)
 
 
-def replica_position(txn: ReadTxn) -> tuple[int, int]:
-    """The applied revision and head revision a replica records (0, 0 when it holds nothing yet)."""
+def replica_position(txn: ReadTxn, network: str) -> tuple[int, int]:
+    """The applied revision and head revision a replica of ``network`` records (0, 0 when it holds nothing yet, or
+    holds another network's data: it is then rebuilt)."""
+    if txn.meta(NETWORK_META) != network:
+        return 0, 0
     return int(txn.meta(APPLIED_META) or 0), int(txn.meta(HEAD_META) or 0)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import trio
 
 from controller.cluster.keys import NetworkKeys
-from controller.cluster.replica_apply import APPLIED_META, HEAD_META, apply_rows
+from controller.cluster.replica_apply import APPLIED_META, HEAD_META, NETWORK_META, apply_rows
 from controller.etcd import EtcdClient, KeyValue, prefix_end
 from storage.batch import run_batch
 from storage.layout import KindLayout
@@ -62,8 +62,9 @@ def _write(store: Store, page: WriteSet) -> None:
     outcome.unwrap()
 
 
-def _position(store: Store, revision: int, head: int) -> None:
+def _position(store: Store, network: str, revision: int, head: int) -> None:
     def record(txn: WriteTxn) -> None:
+        txn.set_meta(NETWORK_META, network, local=True)
         txn.set_meta(APPLIED_META, revision, local=True)
         txn.set_meta(HEAD_META, head, local=True)
 
@@ -71,9 +72,10 @@ def _position(store: Store, revision: int, head: int) -> None:
     outcome.unwrap()
 
 
-async def load_snapshot(etcd: EtcdClient, keys: NetworkKeys, path: Path, layouts: Iterable[KindLayout], *,
-                        durable: bool = True) -> Snapshot:
-    """Read everything of ``d/`` at one revision into a new store at ``path`` (what was there is removed).
+async def load_snapshot(etcd: EtcdClient, keys: NetworkKeys, network: str, path: Path, layouts: Iterable[KindLayout],
+                        *, durable: bool = True) -> Snapshot:
+    """Read everything of ``d/`` at one revision into a new store at ``path`` (what was there is removed), recording
+    that it holds ``network`` as of that revision.
 
     Raises what etcd raised (``Compacted`` if the revision is compacted while the pages are read: start again);
     the half-built store is removed then."""
@@ -90,7 +92,7 @@ async def load_snapshot(etcd: EtcdClient, keys: NetworkKeys, path: Path, layouts
             if not result.more or not result.kvs:
                 break
             start = result.kvs[-1].key + b"\0"
-        await trio.to_thread.run_sync(_position, store, revision, head)
+        await trio.to_thread.run_sync(_position, store, network, revision, head)
     except BaseException:
         store.close()
         with trio.CancelScope(shield=True):

@@ -197,3 +197,25 @@ async def test_a_lockout_counts_wrong_passwords_on_every_node(net: Network) -> N
         detail = await admin.get(net.nodes[0], f"/identities/{identity_id}")
         assert detail.json()["data"]["disabled"] is True
         assert (await login(http, net.nodes[1], user, "right-password", api=CLIENT)).status_code == 401
+
+
+async def test_a_data_directory_of_another_network_is_rebuilt_not_resumed(etcd: EtcdCluster, tmp_path: Path) -> None:
+    """A node's data directory held another network's replica (another prefix): started on this network, it serves
+    this network's rows only."""
+    node = Node("mover", tmp_path, etcd.endpoints, f"/tests/{uuid.uuid4().hex}/")
+    try:
+        node.spawn()
+        await node.wait_serving()
+        async with httpx.AsyncClient(timeout=30) as http:
+            admin = await admin_session(http, node)
+            elsewhere = await _services_created_while_away(admin, node, 2)
+            await node.stop()
+            node.prefix = f"/tests/{uuid.uuid4().hex}/"
+            node.spawn()
+            await node.wait_serving()
+            admin = await admin_session(http, node)
+            for service_id in elsewhere.values():
+                assert (await admin.get(node, f"/services/{service_id}")).status_code == 404
+            assert len(node.log_lines("replica rebuilt from etcd")) == 2
+    finally:
+        node.kill()
