@@ -16,6 +16,7 @@ import time
 from quart import Blueprint, Response, g, request
 from quart_trio import QuartTrio
 
+from controller.data.freshness import AlwaysFresh
 from controller.errors import ApiError
 from controller.runtime.composition import VERSION, Controller
 from web.client_certs import TlsExtension
@@ -83,12 +84,13 @@ def create_app(controller: Controller) -> QuartTrio:
         return None
 
     freshness = controller.freshness
+    if not isinstance(freshness, AlwaysFresh):  # a single node is always fresh: it pays for no hook
 
-    @app.before_request
-    async def fresh() -> None:
-        # After the size check above (hooks run in registration order), before anything reads: in a cluster, the
-        # node's replica then holds every write acknowledged anywhere before this request arrived.
-        await freshness.wait_fresh()
+        @app.before_request
+        async def fresh() -> None:
+            # After the size check above (hooks run in registration order), before anything reads: in a cluster,
+            # the node's replica then holds every write acknowledged anywhere before this request arrived.
+            await freshness.wait_fresh()
 
     @app.before_request
     async def external_jwt_factor() -> None:
