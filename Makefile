@@ -7,6 +7,8 @@ ETCD_STAMP := $(VENV)/.installed-etcd
 
 .PHONY: run test lint fuzz bench clean
 
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -21,7 +23,13 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint $(ETCD_STAMP)
+# Debian's Chromium for the console's browser tests (tests/console/), launched by path (root or sudo).
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	$(SUDO) apt-get install -y chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+
+test: lint $(ETCD_STAMP) $(CHROMIUM)
 	$(BIN)/pytest -n auto --maxprocesses=4
 
 # etcd 3.4 (Debian's etcd-server; root or sudo) for tests/cluster/, which start their own members on free loopback
@@ -47,7 +55,6 @@ fuzz: $(FUZZ_STAMP)
 	$(BIN)/python -m tests.fuzz.run
 
 # wrk is the HTTP load generator of the http and sessions scenarios (Debian/Ubuntu package; root or sudo).
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 bench: $(STAMP)
 	@command -v wrk >/dev/null || $(SUDO) apt-get install -y wrk || \

@@ -14,6 +14,7 @@ cannot be loaded fails one message at a time. ``Cancelled`` always propagates.
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -161,6 +162,11 @@ class ActorRegistry(Generic[S, M]):
         return {"live": self._live, "parked": self._parked, "known": len(self._actors),
                 "spawned": self.spawned, "crashed": self.crashed, "handled": self.handled,
                 **{f"scheduler_{k}": v for k, v in self._scheduler.statistics().items()}}
+
+    def upcoming(self, limit: int) -> list[tuple[float, str]]:
+        """The ``limit`` earliest pending deadlines (wall-clock, as armed) with their actors' keys, earliest first."""
+        return heapq.nsmallest(limit, ((actor.deadline, key) for key, actor in self._actors.items()
+                                       if actor.deadline is not None))
 
     def state_of(self, key: str) -> S | None:
         """The in-memory state of a live actor (None when it is not loaded)."""

@@ -25,6 +25,7 @@ SCENARIOS = {
     "crash": "bench.crash_bench",
     "steps": "bench.steps_bench",
     "replication": "bench.replication_bench",
+    "console": "bench.console_bench",
 }
 
 

@@ -7,7 +7,8 @@ messages goes to random identities, as clients would send them through the Clien
 
 * T3, ``rounds`` rounds, each on a fresh controller, interleaved with baseline rounds: 100k actors, 25k of whose
   deadlines fall in a 5 s window at 5k/s while 20k messages/s are offered (the other 75k wait beyond the window).
-  Baseline: bare ``trio.sleep_until`` tasks, 100k of them, the same 25k deadlines, under the same GC policy.
+  Baseline: bare ``trio.sleep_until`` tasks, 100k of them, the same 25k deadlines, under the same GC policy. Each
+  round also runs once with no events recorded (``Settings.events`` off): T3.events compares the two.
 * T5, ``rounds`` restarts of a controller holding 100k pending deadlines: the time from opening the data
   directory to serving with every deadline re-armed, interleaved with a bare spawn of 100k lean actors.
 * The capacity curve, one controller of 100k actors (all loaded before the first window): one window of
@@ -95,6 +96,9 @@ async def _run(config: Config, quick: bool) -> ScenarioResult:
             rounds.append({"part": "T3", "round": r, "side": "baseline", **await _t3_baseline(config)})
             rounds.append({"part": "T3", "round": r, "side": "subject",
                            **await _t3_subject(config, workdir / f"t3-{r}", monitor, seed=r)})
+            # The same round with no events recorded: what recording them costs the engine (T3.events).
+            rounds.append({"part": "T3", "round": r, "side": "quiet",
+                           **await _t3_subject(config, workdir / f"t3q-{r}", monitor, seed=r, events=False)})
         rounds.extend(await _curve(config, workdir / "curve", monitor))
         rounds.extend(await _t5(config, workdir / "t5"))
         rounds.extend(await _t4(config, workdir / "t4", monitor))
@@ -151,9 +155,10 @@ async def _t3_baseline(config: Config) -> dict[str, Any]:
         policy.uninstall()
 
 
-async def _t3_subject(config: Config, data_dir: Path, monitor: memory.GcMonitor, *, seed: int) -> dict[str, Any]:
+async def _t3_subject(config: Config, data_dir: Path, monitor: memory.GcMonitor, *, seed: int,
+                      events: bool = True) -> dict[str, Any]:
     release_free_memory()
-    async with running_controller(data_dir) as running:
+    async with running_controller(data_dir, events=events) as running:
         controller = running.controller
         parked = await load_parked(controller, config.t3_count - config.t3_measured, rate=config.rate)
         measured = await load_measured(controller, blocks=1, per_block=config.t3_measured, rate=config.rate,

@@ -32,6 +32,7 @@ def build_result(config: Any, quick: bool, rounds: list[dict[str, Any]]) -> Scen
     result = ScenarioResult("actors", quick, COLUMNS, rounds=rounds)
     rows = result.rows
     t3, t3b = _pick(rounds, "T3", "subject"), _pick(rounds, "T3", "baseline")
+    t3q = _pick(rounds, "T3", "quiet")
     t4, t4b = _pick(rounds, "T4", "subject"), _pick(rounds, "T4", "baseline")
     t5, t5b = _pick(rounds, "T5", "subject"), _pick(rounds, "T5", "baseline")
     [mem] = _pick(rounds, "T4", "memory") or [{}]
@@ -82,6 +83,12 @@ def build_result(config: Any, quick: bool, rounds: list[dict[str, Any]]) -> Scen
     def value(name: str) -> tuple[float, float]:
         return figures.get(name, (math.nan, math.nan))
 
+    # Events on against off, round by round: the messages each handled at the same offered load, and the CPU it took.
+    handled = add("T3: messages/s handled, events on (baseline: events off)", t3, "msg_rate", t3q, None, "msg/s")
+    add("T3: process CPU, events on (baseline: events off)", t3, "cpu_share", t3q, None, "cores")
+    add("T3: deadline -> durable revocation p99, events on (baseline: events off)", t3, "durable_p99_ms", t3q, None,
+        "ms")
+
     result.targets += [
         _target("T3.decision_p99", f"{n3} actors, 5k deadlines/s + 20k msg/s: decision p99 <= 5 ms",
                 *value("T3.decision_p99"), 5.0, "ms"),
@@ -89,6 +96,8 @@ def build_result(config: Any, quick: bool, rounds: list[dict[str, Any]]) -> Scen
         _target("T3.durable_p99", "durable revocation p99 <= 50 ms", *value("T3.durable_p99"), 50.0, "ms"),
         _target("T3.cpu", "on <= 50% of a core (process CPU, commit thread included)", *value("T3.cpu"), 0.5,
                 "cores"),
+        Target.at_least("T3.events", "events on: messages/s handled >= 95% of events off (same load, same round "
+                        "order)", handled[0], handled[1], 0.95, "msg/s"),
         _target("T4.p99", f"{n4} actors: steady-state decision p99 <= 5 ms", *value("T4.decision_p99"), 5.0, "ms"),
         _target("T4.cpu", "on <= 50% of a core", *value("T4.cpu"), 0.5, "cores"),
         _target("T4.memory", "<= 3 KB anonymous RSS per parked actor", actor_bytes, task_bytes, 3072.0, "bytes"),

@@ -1,12 +1,12 @@
 """A server under load, in its own process pinned to one core: the real controller, or a bare ASGI hello app.
 
 ``python -m bench.servers controller --data-dir D --info F [--model NAME] [--no-posture-checks]
-[--no-posture-evaluation] [--actors N]`` loads the model into ``D`` if it is empty (a separate, non-durable phase, as a
-restore would), then serves the real controller (plain HTTP on a free port, durable LMDB, fsync on) with its real
-start-up. ``hello`` serves a bare ASGI app on the same hypercorn Trio worker and configuration, and ``quart`` a bare
-quart-trio app answering a static list (the framework's own cost, for reference). Once serving, the info file ``F`` gets
-the URL and the loaded model; on SIGTERM the process stops and writes the garbage-collection pauses it saw to
-``F.gc.json``.
+[--no-posture-evaluation] [--no-events] [--actors N]`` loads the model into ``D`` if it is empty (a separate,
+non-durable phase, as a restore would), then serves the real controller (plain HTTP on a free port, durable LMDB,
+fsync on) with its real start-up. ``hello`` serves a bare ASGI app on the same hypercorn Trio worker and
+configuration, and ``quart`` a bare quart-trio app answering a static list (the framework's own cost, for reference).
+Once serving, the info file ``F`` gets the URL and the loaded model; on SIGTERM the process stops and writes the
+garbage-collection pauses it saw to ``F.gc.json``.
 
 :class:`Server` starts such a process (``taskset`` onto one core) from a scenario and stops it.
 """
@@ -102,7 +102,7 @@ def _settings(args: argparse.Namespace, *, durable: bool) -> Any:
 
     return Settings(data_dir=args.data_dir, host="127.0.0.1", port=0, tls=False, durable=durable,
                     admin_username="admin", admin_password=ADMIN_PASSWORD,
-                    evaluate_posture=not args.no_posture_evaluation)
+                    evaluate_posture=not args.no_posture_evaluation, events=not args.no_events)
 
 
 async def _seed(args: argparse.Namespace) -> dict[str, Any]:
@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the model (quick runs)")
     parser.add_argument("--no-posture-checks", action="store_true")
     parser.add_argument("--no-posture-evaluation", action="store_true")
+    parser.add_argument("--no-events", action="store_true", help="record no events (the events-off baseline)")
     parser.add_argument("--seed-only", action="store_true", help="load the model into --data-dir and exit")
     parser.add_argument("--actors", type=int, default=0,
                         help="also load this many identities with MFA deadlines two hours ahead")

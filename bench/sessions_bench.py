@@ -15,8 +15,10 @@ from 0.93 to 1.27 between runs when each round measured off, then on), and both 
 session rows, which one run each per round would not give them.
 
 Targets: T7 (decisions/s at the large model >= 50 % of ``GET /current-identity`` req/s on the same server; the
-service list's median latency grows by at most 2x from medium to large) and T8 (no posture check defined: decisions/s
->= 95 % of those with posture evaluation switched off).
+service list's median latency grows by at most 2x from medium to large), T8 (no posture check defined: decisions/s
+>= 95 % of those with posture evaluation switched off) and T9 (the large model with checks of every type: decisions/s
+with events recorded >= 95 % of the same server's with ``--no-events``, bracketed as T8; each decision records its
+session's event).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from bench.servers import Server, Spec, running_all, seed, wait_idle
 from bench.stats import median
 
 __all__ = ["run"]
+
+_EVENTS = "POST /sessions (T9)"
 
 
 class _Pairs:
@@ -86,8 +90,11 @@ def run(quick: bool = False) -> ScenarioResult:
     try:
         seed(work / "bare-on", ("--model", "large", "--no-posture-checks", *scale))
         shutil.copytree(work / "bare-on", work / "bare-off")
+        seed(work / "large", ("--model", "large", *scale))
+        shutil.copytree(work / "large", work / "large-quiet")
         specs = {"medium": Spec("controller", work / "medium", ("--model", "medium", *scale)),
                  "large": Spec("controller", work / "large", ("--model", "large", *scale)),
+                 "large-quiet": Spec("controller", work / "large-quiet", ("--model", "large", "--no-events")),
                  "bare-on": Spec("controller", work / "bare-on", ("--model", "large")),
                  "bare-off": Spec("controller", work / "bare-off", ("--model", "large", "--no-posture-evaluation"))}
         # Pinning matters for figures, not for a smoke run, where the servers start faster on both cores.
@@ -125,6 +132,9 @@ def run(quick: bool = False) -> ScenarioResult:
                 # request for the idempotent answer): bracketing with one subject run would favour it.
                 for name in ("bare-off", "bare-on", "bare-on", "bare-off"):
                     measure(name, "POST /sessions", pairs[name].take(per_run), r)
+                # T9, bracketed as T8: events recorded (the default) against none, on the same large model.
+                for name in ("large-quiet", "large", "large", "large-quiet"):
+                    measure(name, _EVENTS, pairs[name].take(per_run), r)
         _summarize(result, samples)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -136,11 +146,13 @@ def _summarize(result: ScenarioResult, samples: dict[tuple[str, str], list[LoadR
         return median(getattr(s, attr) for s in samples[(name, what)])
 
     labels = {"medium": "medium, checks of every type", "large": "large, checks of every type",
+              "large-quiet": "large, checks of every type, events off",
               "bare-on": "large, no checks, evaluation on", "bare-off": "large, no checks, evaluation off"}
     compared = {("medium", "POST /sessions"): ("medium", "GET /current-identity", "rps"),
                 ("large", "POST /sessions"): ("large", "GET /current-identity", "rps"),
                 ("large", "GET /services"): ("medium", "GET /services", "p50_ms"),
-                ("bare-on", "POST /sessions"): ("bare-off", "POST /sessions", "rps")}
+                ("bare-on", "POST /sessions"): ("bare-off", "POST /sessions", "rps"),
+                ("large", _EVENTS): ("large-quiet", _EVENTS, "rps")}
     for (name, what) in samples:
         base = compared.get((name, what))
         value = med(name, what, base[2]) if base else float("nan")
@@ -159,5 +171,10 @@ def _summarize(result: ScenarioResult, samples: dict[tuple[str, str], list[LoadR
         "T8", "no posture checks: decisions/s >= 95% of posture evaluation off (measured just before and after)",
         [(on[2 * r] + on[2 * r + 1]) / 2 for r in range(len(on) // 2)],
         [s.rps for s in samples[("bare-off", "POST /sessions")]], lambda r: r >= 0.95, "req/s"))
+    events = [s.rps for s in samples[("large", _EVENTS)]]
+    result.targets.append(Target.bracketed(
+        "T9", "events on: decisions/s >= 95% of events off (--no-events), large model with checks of every type "
+        "(measured just before and after)", [(events[2 * r] + events[2 * r + 1]) / 2 for r in range(len(events) // 2)],
+        [s.rps for s in samples[("large-quiet", _EVENTS)]], lambda r: r >= 0.95, "req/s"))
     result.notes.append("every POST /sessions asks for a new (client, service) pair: a full decision and one "
                         "durable session row each; 1,000 driven clients on each model, 16 keep-alive connections")

@@ -255,10 +255,10 @@ def _describe(result: Any) -> str:
     return type(result).__name__
 
 
-async def _measure(plan: Plan, marks: Marks) -> dict[str, Any]:
+async def _measure(plan: Plan, marks: Marks, events: bool = True) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="tollgate-steps-"))
     try:
-        async with running_controller(work / "data", worker_threads=False, durable=False) as running:
+        async with running_controller(work / "data", worker_threads=False, durable=False, events=events) as running:
             driver = _Driver(running.controller, plan, marks)
             await driver.load()
             figures: dict[str, Any] = {}
@@ -274,9 +274,11 @@ def _inner(argv: list[str]) -> None:
     """The counted program: measure, and print the figures as JSON on the last line."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-events", action="store_true", help="record no events (Settings.events off)")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
-    figures = trio.run(_measure, plan, Marks(), clock=trio.testing.MockClock(autojump_threshold=0))
+    figures = trio.run(_measure, plan, Marks(), not args.no_events,
+                       clock=trio.testing.MockClock(autojump_threshold=0))
     print(json.dumps(figures))
 
 

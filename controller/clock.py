@@ -31,9 +31,12 @@ class Clock:
         return self._trio_base + (wall - self._wall_base)
 
 
-# The formatted whole second of the latest call: every create and update stamps the row and most stamps in a busy
-# second share it, so only the milliseconds are formatted each time (strftime is most of the cost).
-_last_second: tuple[float, str] = (math.nan, "")
+# The formatted whole seconds of the latest calls: every create and update stamps the row and most stamps in a busy
+# second share it, so only the milliseconds are formatted each time (datetime and strftime are most of the cost).
+# A few seconds are kept, not one: an event names both the instant it happens and the one it is about (an MFA
+# timeout), and alternating between two seconds must not format both every time.
+_seconds: dict[float, str] = {}
+_SECONDS_KEPT = 16
 
 
 def format_time(epoch: float) -> str:
@@ -43,17 +46,18 @@ def format_time(epoch: float) -> str:
     microseconds (half to even) first, as ``datetime`` does, so a value a hair below a second boundary rolls over
     the same way.
     """
-    global _last_second
     fraction, whole = math.modf(epoch)
     micros = round(fraction * 1e6)
     if micros >= 1_000_000:
         whole, micros = whole + 1, micros - 1_000_000
     elif micros < 0:
         whole, micros = whole - 1, micros + 1_000_000
-    second, prefix = _last_second
-    if whole != second:
+    prefix = _seconds.get(whole)
+    if prefix is None:
         prefix = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
-        _last_second = (whole, prefix)
+        if len(_seconds) >= _SECONDS_KEPT:
+            _seconds.clear()
+        _seconds[whole] = prefix
     return f"{prefix}{micros // 1000:03d}Z"
 
 

@@ -151,6 +151,27 @@ class ReadTxn:
             for key_bytes, data in cursor:
                 yield _text(key_bytes), bytes(data)
 
+    def scan_raw_from(self, kind: str, start: str | None, *, reverse: bool = False) -> Iterator[tuple[str, bytes]]:
+        """Every ``(id, stored bytes)`` of a kind kept with :meth:`WriteTxn.put_raw` from ``start`` on, in id byte
+        order, or from ``start`` back when ``reverse`` (``start`` itself included when present; None: from the
+        first, or the last, id). Valid only while the transaction is open."""
+        cursor = self._txn.cursor(db=self._store.rows_db(kind))
+        self._cursors.append(cursor)  # closed when the transaction ends, as scan's
+        with cursor:
+            key = None if start is None else start.encode()
+            if key is None:
+                found = cursor.last() if reverse else cursor.first()
+            elif not reverse:
+                found = cursor.set_range(key)
+            elif not cursor.set_range(key):  # every key is before start
+                found = cursor.last()
+            else:  # at the first key at or after start: step back unless it is start itself
+                found = True if cursor.key() == key else cursor.prev()
+            step = cursor.prev if reverse else cursor.next
+            while found:
+                yield _text(cursor.key()), bytes(cursor.value())
+                found = step()
+
     def ids(self, kind: str, offset: int = 0, limit: int | None = None) -> list[str]:
         """The kind's ids in byte order, from the ``offset``-th, at most ``limit`` of them; no row is read."""
         with self._txn.cursor(db=self._store.rows_db(kind)) as cursor:
@@ -305,6 +326,20 @@ class WriteTxn(ReadTxn):
         deleted = 0 < len(key) <= MAX_KEY_BYTES and bool(self._txn.delete(key, b"", self._store._rows[kind]))
         if deleted and self.writes is not None:
             self.writes.rows[(kind, str(row_id))] = None
+        return deleted
+
+    def delete_raw_through(self, kind: str, last: str) -> int:
+        """Delete every row kept with :meth:`put_raw` whose id is at most ``last`` in byte order (the oldest rows of
+        a kind keyed in order), walking one cursor; how many."""
+        bound = last.encode()
+        deleted = 0
+        with self._txn.cursor(db=self._store.rows_db(kind)) as cursor:
+            found = cursor.first()
+            while found and cursor.key() <= bound:
+                found = cursor.delete()  # moves to the next row
+                deleted += 1
+        if deleted and self.writes is not None:
+            self.writes.clear_through(kind, last)
         return deleted
 
     def delete(self, kind: str, row_id: str, *, stored: dict[str, Any] | None = None) -> dict[str, Any] | None:

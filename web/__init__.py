@@ -9,7 +9,8 @@ envelope; nothing here decides a domain rule.
 * ``openapi``: our OpenAPI documents, generated from the route table and the resource specs;
 * ``server``, ``client_certs``, ``legacy_paths``, ``url_rules``: hypercorn's Trio worker with client certificates,
   the paths old SDKs use, and URL rules built lazily;
-* ``metrics_app``: the separate metrics listener.
+* ``metrics_app``: the separate metrics listener;
+* ``console/``: the web console (``/console/``), pages for operators on the management listener.
 
 It imports the controller's public parts, Quart and hypercorn; nothing below it imports it, but the task tree
 (``controller/runtime/task_tree.py``) that serves it.

@@ -1,4 +1,4 @@
-"""``create_app(controller)``: the quart-trio application serving both APIs.
+"""``create_app(controller)``: the quart-trio application serving both APIs and the web console (``/console/``).
 
 Every request gets a request id, a size check on its body before any other work, the controller's read barrier (a
 node of a cluster waits until it holds every write acknowledged before the request), the headers old SDKs rely on
@@ -20,6 +20,7 @@ from controller.data.freshness import AlwaysFresh
 from controller.errors import ApiError
 from controller.runtime.composition import VERSION, Controller
 from web.client_certs import TlsExtension
+from web.console import console_blueprint
 from web.error_handlers import install_error_handlers, render_error
 from web.guards import bring_ext_jwt_factor
 from web.legacy_paths import LegacyPaths
@@ -50,6 +51,7 @@ def create_app(controller: Controller) -> QuartTrio:
         identity_config_routes,
         identity_routes,
         info_routes,
+        insight_routes,
         login_routes,
         mfa_routes,
         posture_routes,
@@ -133,7 +135,9 @@ def create_app(controller: Controller) -> QuartTrio:
     client_routes.register(client, routes, controller)
     posture_routes.register(management, routes, controller)
     posture_routes.register_client(client, routes, controller)
+    insight_routes.register(management, routes, controller)
     app.extensions["tollgate_routes"] = routes
     app.register_blueprint(management)
     app.register_blueprint(client)
+    app.register_blueprint(console_blueprint(controller))
     return app

@@ -6,8 +6,9 @@ old ``/edge/v1`` prefix. Like the real controller, every request is rewritten be
 
 * ``/`` and ``/version`` become the Client API's ``/version``;
 * ``/edge/v1`` and anything under it move under the Client API's base;
-* any other path outside ``/edge`` and ``/fabric`` gets the Client API's base in front;
-* paths under ``/edge`` (both current APIs) and ``/fabric`` are left alone.
+* any other path outside ``/edge``, ``/fabric`` and ``/console`` gets the Client API's base in front;
+* paths under ``/edge`` (both current APIs), ``/fabric`` and ``/console`` (the web console, no SDK's) are left
+  alone.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 _LEGACY_CLIENT_BASE = "/edge/v1"
 _VERSION_PATHS = frozenset({"/", "/version"})
-_KEPT_ROOTS = ("/edge", "/fabric")
+_KEPT_ROOTS = ("/edge", "/fabric", "/console")
 
 
 def _under(path: str, prefix: str) -> bool:

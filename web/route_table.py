@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
-from quart import Blueprint, Response
+from quart import Blueprint, Response, g
 
+from controller.model.events import AUTHOR, Author
 from controller.runtime.composition import Controller
 from web.guards import Access, admit
 
@@ -87,14 +88,21 @@ class Routes(list[RouteInfo]):
         The handler runs only for callers :func:`web.guards.admit` lets in at ``info.access``, and reads their
         session with :func:`web.guards.current_session`; every other caller gets 401 UNAUTHORIZED before the
         handler (and so before its body is read or validated). The handler is called with the path's values as
-        keyword arguments.
+        keyword arguments; the writes it queues name its caller's session as their author
+        (:data:`controller.model.events.AUTHOR`).
         """
         controller = self._controller
         access = info.access
 
         async def guarded(**path_values: str) -> Response:
             admit(controller, access)
-            return await handler(**path_values)
+            session = g.get("session")
+            # The writes the handler queues are this session's (their events name it), until the handler returns.
+            token = AUTHOR.set(Author(session.identity_id, session.id) if session is not None else None)
+            try:
+                return await handler(**path_values)
+            finally:
+                AUTHOR.reset(token)
 
         rule = info.path.replace("{", "<").replace("}", ">")
         bp.add_url_rule(rule, endpoint=info.operation_id, view_func=guarded, methods=[info.method])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -293,6 +293,27 @@ class AdminClient:
         self.token = token
         self._http.headers["zt-session"] = token
         return token
+
+    def stream_lines(self, path: str, *, params: Mapping[str, Any] | None = None,
+                     headers: Mapping[str, str] | None = None) -> Iterator[str]:
+        """The lines of a streamed Management API answer (``GET``, Server-Sent Events), as they come; the stream
+        has no read timeout (the controller sends heartbeats).
+
+        Raises:
+            AdminError: the controller refused the request.
+            ConnectionProblem: the controller cannot be reached, or the stream broke.
+        """
+        query = {key: value for key, value in (params or {}).items() if value is not None}
+        timeout = httpx.Timeout(30.0, read=None)
+        try:
+            with self._http.stream("GET", MANAGEMENT_PATH + "/" + path.lstrip("/"), params=query,
+                                   headers=dict(headers or {}), timeout=timeout) as response:
+                if not response.is_success:
+                    response.read()
+                    raise _error_from(response)
+                yield from response.iter_lines()
+        except httpx.TransportError as exc:
+            raise ConnectionProblem(f"the stream from {self.root} stopped: {exc}") from exc
 
     def logout(self) -> None:
         """End the current API session (``DELETE /current-api-session``)."""

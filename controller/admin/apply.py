@@ -6,24 +6,28 @@ deletes of what the file does not name. Creates and updates come in dependency o
 posture checks, services, identities, then policies), each kind's entities by name; deletes come last, in the
 reverse order. Applying a plan and planning again with the same file gives an empty plan.
 
-:func:`execute` carries a plan out through an :class:`controller.admin.admin_client.AdminClient`, turning names back
-into ids as it goes (an entity created earlier in the plan is referred to by its new id).
+Carrying a plan out is sans-IO too: :func:`requests` yields each change as the Management API request that makes
+it (:class:`Request`, names turned back into ids as it goes: an entity created earlier in the plan is referred to
+by the new id its caller sends back). :func:`execute` drives it through anything with the three writes of
+:class:`ModelWrites` (the CLI's :class:`~controller.admin.admin_client.AdminClient`); the web console drives the
+same requests through the controller's domain in process.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from controller.admin.admin_client import AdminClient, AdminError, ConnectionProblem
 from controller.admin.export import Current
 from controller.admin.model_format import KIND_ORDER, KINDS, Entity, FieldSpec, Model, entity_fields
 from controller.admin.model_values import ModelError
-from controller.admin.specs import REGISTRY, words
+from controller.admin.specs import REGISTRY
+from controller.model.request_fields import words
 
-__all__ = ["ApplyFailed", "Change", "FieldChange", "Plan", "execute", "plan", "wire_body"]
+__all__ = ["ApplyFailed", "Change", "FieldChange", "ModelWrites", "Plan", "Request", "execute", "plan", "requests",
+           "wire_body"]
 
 Action = Literal["create", "update", "delete"]
 
@@ -217,60 +221,119 @@ def wire_body(kind: str, entity: Entity, fields: Iterable[FieldSpec], resolve: C
     return body
 
 
-class ApplyFailed(Exception):
-    """The controller refused a change (or could not be reached) part-way through a plan.
+class ModelWrites(Protocol):
+    """The writes carrying out a plan takes: the Management API's create, update (PATCH) and delete of one row."""
+
+    def create(self, kind: str, body: Mapping[str, Any]) -> str:
+        """Create a row of ``kind``; its id."""
+
+    def update(self, kind: str, id: str, body: Mapping[str, Any]) -> None:
+        """Change the fields in ``body`` of one row."""
+
+    def delete(self, kind: str, id: str) -> None:
+        """Delete one row."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The Management API request that makes one change of a plan.
 
     Attributes:
-        done: the changes made before the failure.
-        failed: the change that failed.
-        error: what the client raised.
+        change: the plan's change.
+        action: ``create`` (``POST /{kind}``), ``update`` (``PATCH /{kind}/{id}``) or ``delete``.
+        kind: the kind's path segment.
+        id: the row's id (None for a create).
+        body: the request body with wire names and ids (None for a delete).
     """
 
-    def __init__(self, done: tuple[Change, ...], failed: Change, error: AdminError | ConnectionProblem) -> None:
-        super().__init__(f"{' / '.join(failed.lines())}: {error}")
-        self.done = done
-        self.failed = failed
-        self.error = error
+    change: Change
+    action: Action
+    kind: str
+    id: str | None = None
+    body: dict[str, Any] | None = None
 
 
-def execute(client: AdminClient, the_plan: Plan, current: Current,
-            on_done: Callable[[Change], None] | None = None) -> None:
-    """Make the plan's changes, in order, stopping at the first the controller refuses.
+def requests(the_plan: Plan, current: Current) -> Generator[Request, str | None, None]:
+    """The requests that carry out ``the_plan`` (made against ``current``), in order.
 
-    Args:
-        client: a logged-in client.
-        the_plan: the plan (made against ``current``).
-        current: the state the plan was made against; its ids resolve names.
-        on_done: called after each change is made.
-
-    Raises:
-        ApplyFailed: a change failed; the changes before it are made, none after it is tried.
+    Send the new row's id back into the generator after each create (``generator.send(id)``): later requests
+    refer to it. A caller stops at the first request the controller refuses.
     """
     ids = {kind: dict(names) for kind, names in current.ids.items()}
 
     def resolve(kind: str, name: str) -> str:
         return ids[kind][name]
 
-    done: list[Change] = []
     for change in the_plan.changes:
+        if change.action == "delete":
+            yield Request(change, "delete", change.kind, ids[change.kind].pop(change.name))
+        elif change.action == "create":
+            assert change.entity is not None
+            body = wire_body(change.kind, change.entity, entity_fields(change.kind, change.entity), resolve,
+                             creating=True)
+            created = yield Request(change, "create", change.kind, body=body)
+            ids.setdefault(change.kind, {})[change.name] = str(created)
+        else:
+            assert change.entity is not None
+            # A PATCH names the entity's variant, whose fields it may carry.
+            discriminator = KINDS[change.kind].discriminator
+            names = {c.field for c in change.fields} | ({discriminator} if discriminator is not None else set())
+            fields = [f for f in entity_fields(change.kind, change.entity) if f.name in names]
+            yield Request(change, "update", change.kind, ids[change.kind][change.name],
+                          wire_body(change.kind, change.entity, fields, resolve, creating=False))
+
+
+class ApplyFailed(Exception):
+    """The controller refused a change (or could not be reached) part-way through a plan.
+
+    Attributes:
+        done: the changes made before the failure.
+        failed: the change that failed.
+        error: what the writes raised (the CLI's AdminError or ConnectionProblem, the console's ApiError).
+    """
+
+    def __init__(self, done: tuple[Change, ...], failed: Change, error: Exception) -> None:
+        super().__init__(f"{' / '.join(failed.lines())}: {error}")
+        self.done = done
+        self.failed = failed
+        self.error = error
+
+
+def execute(client: ModelWrites, the_plan: Plan, current: Current,
+            on_done: Callable[[Change], None] | None = None,
+            failures: tuple[type[Exception], ...] = (Exception,)) -> None:
+    """Make the plan's changes, in order, stopping at the first the controller refuses.
+
+    Args:
+        client: the writes (a logged-in :class:`~controller.admin.admin_client.AdminClient`).
+        the_plan: the plan (made against ``current``).
+        current: the state the plan was made against; its ids resolve names.
+        on_done: called after each change is made.
+        failures: the exceptions of ``client`` that mean the controller refused or could not be reached.
+
+    Raises:
+        ApplyFailed: a change failed; the changes before it are made, none after it is tried.
+    """
+    done: list[Change] = []
+    steps = requests(the_plan, current)
+    answer: str | None = None
+    while True:
         try:
-            if change.action == "delete":
-                client.delete(change.kind, ids[change.kind].pop(change.name))
-            elif change.action == "create":
-                assert change.entity is not None
-                body = wire_body(change.kind, change.entity, entity_fields(change.kind, change.entity), resolve,
-                                 creating=True)
-                ids.setdefault(change.kind, {})[change.name] = client.create(change.kind, body)
+            request = steps.send(answer)
+        except StopIteration:
+            return
+        try:
+            answer = None
+            if request.action == "delete":
+                assert request.id is not None
+                client.delete(request.kind, request.id)
+            elif request.action == "create":
+                answer = client.create(request.kind, request.body or {})
             else:
-                assert change.entity is not None
-                # A PATCH names the entity's variant, whose fields it may carry.
-                discriminator = KINDS[change.kind].discriminator
-                names = {c.field for c in change.fields} | ({discriminator} if discriminator is not None else set())
-                fields = [f for f in entity_fields(change.kind, change.entity) if f.name in names]
-                client.update(change.kind, ids[change.kind][change.name],
-                              wire_body(change.kind, change.entity, fields, resolve, creating=False))
-        except (AdminError, ConnectionProblem) as exc:
-            raise ApplyFailed(tuple(done), change, exc) from exc
-        done.append(change)
+                assert request.id is not None
+                client.update(request.kind, request.id, request.body or {})
+        except failures as exc:
+            raise ApplyFailed(tuple(done), request.change, exc) from exc
+        done.append(request.change)
         if on_done is not None:
-            on_done(change)
+            on_done(request.change)

@@ -18,6 +18,7 @@ from typing import IO
 
 import click
 
+from controller.admin.admin_client import AdminError, ConnectionProblem
 from controller.admin.apply import ApplyFailed, Change, execute, plan
 from controller.admin.exits import ExitCode, fail
 from controller.admin.export import dump_model, read_current
@@ -25,6 +26,9 @@ from controller.admin.invocation import State, controller_option, pass_state
 from controller.admin.model_file import ModelError, parse_model
 
 __all__ = ["PROGRESS_THRESHOLD", "apply_command", "export_command"]
+
+_REFUSALS = (AdminError, ConnectionProblem)
+"""What the client raises when the controller refuses a change or cannot be reached: apply stops there."""
 
 PROGRESS_THRESHOLD = 20
 """Plans with more changes than this show a progress bar instead of one line per change (on a terminal only)."""
@@ -88,9 +92,9 @@ def apply_command(state: State, source: IO[str], prune: bool, dry_run: bool) -> 
     try:
         if show_bar:
             with click.progressbar(length=total, label="applying") as bar:
-                execute(client, the_plan, current, on_done=lambda _change: bar.update(1))
+                execute(client, the_plan, current, on_done=lambda _change: bar.update(1), failures=_REFUSALS)
         else:
-            execute(client, the_plan, current, on_done=_print_change)
+            execute(client, the_plan, current, on_done=_print_change, failures=_REFUSALS)
     except ApplyFailed as exc:
         if show_bar:
             for change in exc.done:
@@ -100,6 +104,7 @@ def apply_command(state: State, source: IO[str], prune: bool, dry_run: bool) -> 
                    err=True)
         for line in exc.failed.lines():
             click.echo(f"  {line}", err=True)
+        assert isinstance(exc.error, AdminError | ConnectionProblem)  # execute raises for _REFUSALS only
         raise fail(exc.error, had_session=True) from None
     click.echo(f"applied {total} change{'' if total == 1 else 's'}: {_done_summary(the_plan.changes)}")
 

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
-from controller.admin.admin_client import AdminClient
 from controller.admin.model_format import (
     KIND_ORDER,
     KINDS,
@@ -36,7 +35,7 @@ from controller.admin.model_format import (
 )
 from controller.resources.seeded_config_types import SEEDED_CONFIG_TYPES
 
-__all__ = ["BUILTIN", "Current", "current_from_rows", "dump_model", "read_current"]
+__all__ = ["BUILTIN", "Current", "ModelRows", "current_from_rows", "dump_model", "read_current"]
 
 BUILTIN: Model = {"config-types": {str(seeded["name"]): {"name": seeded["name"], "schema": seeded["schema"], "tags": {}}
                                    for seeded in SEEDED_CONFIG_TYPES}}
@@ -143,12 +142,20 @@ def current_from_rows(rows: Mapping[str, list[dict[str, Any]]], builtin: Model =
     return current
 
 
-def read_current(client: AdminClient, builtin: Model = BUILTIN) -> Current:
-    """The current state of the controller ``client`` talks to (one paged list per kind).
+class ModelRows(Protocol):
+    """What reading the current state takes: every row of a kind as the Management API lists them (the CLI's
+    :class:`~controller.admin.admin_client.AdminClient`, or the web console reading the controller in process)."""
+
+    def list_all(self, kind: str) -> list[dict[str, Any]]:
+        """Every row of ``kind``, in id order, as ``GET /{kind}`` presents them."""
+
+
+def read_current(client: ModelRows, builtin: Model = BUILTIN) -> Current:
+    """The current state of the controller ``client`` reads (one list per kind).
 
     Raises:
-        controller.admin.admin_client.AdminError: the controller refused a list (not an admin...).
-        controller.admin.admin_client.ConnectionProblem: the controller cannot be reached.
+        Whatever ``client`` raises (the CLI's AdminError when the controller refuses a list, ConnectionProblem when
+        it cannot be reached).
     """
     rows = {kind: client.list_all(kind) for kind in (*KIND_ORDER, *LOOKUP_KINDS)}
     return current_from_rows(rows, builtin)

@@ -29,17 +29,10 @@ from controller.admin.flags import (
     text,
 )
 from controller.admin.output import Column
-from controller.admin.specs import (
-    REGISTRY,
-    default_value,
-    enum_of,
-    json_type,
-    request_field,
-    schema_at,
-    words,
-)
+from controller.admin.specs import REGISTRY
 from controller.model.field import CREATE_ONLY, MISSING, Field, Mode
 from controller.model.registry import Registry
+from controller.model.request_fields import default_value, enum_of, json_type, request_field, schema_at, words
 from controller.model.spec import Resource
 
 __all__ = ["KINDS", "Kind", "derive_kinds", "find_kind"]

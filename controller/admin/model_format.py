@@ -25,9 +25,10 @@ from typing import Any, Literal
 
 from controller.admin import model_values as values
 from controller.admin.model_values import Check
-from controller.admin.specs import REGISTRY, default_value, enum_of, json_type, request_field, words
+from controller.admin.specs import REGISTRY
 from controller.model.field import CREATE_ONLY, MISSING, Field, Mode, Variant
 from controller.model.registry import Registry
+from controller.model.request_fields import default_value, enum_of, json_type, request_field, words
 from controller.model.spec import Normalize, Resource
 
 __all__ = ["ANSWERED_AS", "FILE_KINDS", "KINDS", "KIND_ORDER", "LOOKUP_KINDS", "REQUIRED", "SPELLINGS", "Entity",

@@ -1,7 +1,8 @@
 """The ``tollgate`` click group of every admin verb (``controller/cli.py`` adds ``serve`` to it).
 
 ``cli`` is the group. Reads: ``list``, ``show``; writes: ``create``, ``update``, ``delete``, ``apply``; views:
-``policy-advice``, ``posture``; sessions: ``login``, ``logout``, ``controllers``, ``use``; upkeep: ``db``, ``export``.
+``policy-advice``, ``posture``, ``access``, ``events``; sessions: ``login``, ``logout``, ``controllers``, ``use``;
+upkeep: ``db``, ``export``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from controller.admin.apply_command import apply_command, export_command
 from controller.admin.database import db
 from controller.admin.edit_verbs import create, update
 from controller.admin.exits import EXIT_HELP
+from controller.admin.insight_verbs import access, events
 from controller.admin.invocation import (
     AdminGroup,
     State,
@@ -122,6 +124,6 @@ def delete(state: State, kind: Kind, targets: tuple[str, ...]) -> None:
 
 
 
-for _command in (login, logout, controllers, use, create, update, policy_advice, posture, db, apply_command,
-                 export_command):
+for _command in (login, logout, controllers, use, create, update, policy_advice, posture, access, events, db,
+                 apply_command, export_command):
     cli.add_command(_command)

@@ -157,7 +157,7 @@ class ApiSessions:
                 # Used since this entry was armed: wait for its new deadline, and persist the activity.
                 heapq.heappush(self._heap, (session.deadline, session_id))
                 moved.append(session)
-        await self._end_many(expired, expiring=True)
+        await self._end_many(expired, "expiry")
         await self._persist_activity(moved)
 
     async def _persist_activity(self, sessions: list[LiveSession]) -> None:
@@ -266,20 +266,21 @@ class ApiSessions:
         """Wall-clock instant at which the session ends unless used again."""
         return session.last_activity + self.timeout
 
-    async def end(self, session_id: str) -> None:
-        """End a session (logout, admin delete, expiry); a no-op when already gone."""
-        await self._end_many([session_id])
+    async def end(self, session_id: str, cause: str = "logout") -> None:
+        """End a session (by ``cause``, which its event names: ``logout`` or ``expiry``); a no-op when already
+        gone."""
+        await self._end_many([session_id], cause)
 
-    async def _end_many(self, session_ids: list[str], *, expiring: bool = False) -> None:
+    async def _end_many(self, session_ids: list[str], cause: str) -> None:
         if not session_ids:
             return
-        if expiring and self.shared:
+        if cause == "expiry" and self.shared:
             await self._expire_shared(session_ids)
             return
         for session_id in session_ids:
             # Dropped from memory first: the token is refused from this instant, before the commit.
             self._pop(session_id)
-        await self.domain.write(removal_write(self.domain.registry[KIND], session_ids))
+        await self.domain.write(removal_write(self.domain.registry[KIND], session_ids, cause))
 
     async def _expire_shared(self, session_ids: list[str]) -> None:
         """End sessions whose time is up as this node sees it, unless what is stored (another node's use) says

@@ -63,8 +63,11 @@ async def disable(domain: Domain, identity_id: str, minutes: int, *, lockout: bo
         row = {**old, "disabledAt": format_time(ctx.now), "disabledUntil": until, "updatedAt": format_time(ctx.now)}
         put_row(ctx, resource, row, old, Mode.PATCH)
         sessions = ctx.registry[API_SESSIONS]
+        why = {"code": "lockout" if lockout else "disable",
+               "by": ctx.author.identity_id if ctx.author is not None and not lockout else None}
         for session_id in ctx.txn.ids_by_ref(API_SESSIONS, "identityId", identity_id):
             # Their tokens are refused once this commits: the controller forgets the deleted sessions then.
+            ctx.end_cause(API_SESSIONS, session_id, why)
             delete_row(ctx, sessions, session_id)
         return True
 

@@ -32,6 +32,7 @@ from controller.clock import format_time
 from controller.data.domain import Domain
 from controller.errors import ApiError, not_found
 from controller.ids import new_id
+from controller.model.events import MFA, Event
 from controller.model.spec import WriteContext
 from controller.posture.engine import record_mfa_removal
 
@@ -107,6 +108,11 @@ def totp_step(secret: str, code: str, now: float, after: int) -> int | None:
     return None
 
 
+def _event(event_type: str, session: LiveSession, **fields: Any) -> Event:
+    """An ``mfa`` event of the session's identity (never the code: only how it passed)."""
+    return Event(MFA, event_type, {"identity_id": session.identity_id, "api_session_id": session.id, **fields})
+
+
 def _holds(codes: Iterable[str], code: str) -> bool:
     """Whether ``code`` is one of ``codes``, comparing with every one in constant time."""
     found = False
@@ -179,20 +185,29 @@ class MfaService:
             return _Accepted(recovery=code)
         return None
 
-    async def _checked(self, identity_id: str, record: Mapping[str, Any], code: Any, *,
+    async def _checked(self, session: LiveSession, record: Mapping[str, Any], code: Any, operation: str, *,
                        allow_recovery: bool) -> _Accepted:
-        """A code given by ``identity_id``, throttled: 429 RATE_LIMITED while the identity has given too many wrong
-        codes lately, 400 MFA_INVALID_TOKEN for a wrong one; the consecutive wrong codes that reach the lockout
-        disable the identity for :data:`MFA_LOCKOUT_MINUTES` (its API sessions end)."""
+        """A code given by the session's identity for ``operation``, throttled: 429 RATE_LIMITED while the identity
+        has given too many wrong codes lately, 400 MFA_INVALID_TOKEN for a wrong one (an ``mfa`` ``failed`` event);
+        the consecutive wrong codes that reach the lockout disable the identity for :data:`MFA_LOCKOUT_MINUTES` (its
+        API sessions end)."""
+        identity_id = session.identity_id
         throttles = self._throttles
         throttles.check_mfa(identity_id)
         accepted = self._match(record, code, allow_recovery=allow_recovery)
         if accepted is None:
-            if await throttles.mfa_failed(identity_id) >= MFA_LOCKOUT_FAILURES:
+            locked = await throttles.mfa_failed(identity_id) >= MFA_LOCKOUT_FAILURES
+            if locked:
                 await disable(self._domain, identity_id, MFA_LOCKOUT_MINUTES, lockout=True)
+            await self._failed(session, operation, "MFA_INVALID_TOKEN", locked_out=locked)
             raise ApiError("MFA_INVALID_TOKEN")
         await throttles.mfa_passed(identity_id)
         return accepted
+
+    async def _failed(self, session: LiveSession, operation: str, reason: str, *, locked_out: bool = False) -> None:
+        await self._domain.record(Event(MFA, "failed", {
+            "identity_id": session.identity_id, "api_session_id": session.id, "operation": operation,
+            "reason": reason, "locked_out": locked_out}))
 
     def _require(self, identity_id: str, *, verified: bool | None) -> dict[str, Any]:
         """The identity's record; 404 when there is none or its ``isVerified`` is not ``verified`` (None: any)."""
@@ -202,13 +217,15 @@ class MfaService:
         return record
 
     async def _update(self, identity_id: str, seen: Mapping[str, Any], accepted: _Accepted | None,
-                      change: Callable[[dict[str, Any]], dict[str, Any] | None], *, passes_end: bool = False) -> None:
+                      change: Callable[[dict[str, Any]], dict[str, Any] | None], *, passes_end: bool = False,
+                      events: tuple[Event, ...] = ()) -> None:
         """Apply ``change`` to the record in one write, if it is still the enrolment ``seen`` (a removal and a new
         enrolment in between give 404). The ``accepted`` code is spent in the same write: its TOTP step is recorded
         (a step used meanwhile gives 400 MFA_INVALID_TOKEN, so a code works once) or its recovery code consumed
         (one consumed meanwhile gives 400 MFA_INVALID_TOKEN). ``change`` returning None deletes the record;
         ``passes_end`` records in the same write that the identity's MFA passes must end
-        (:func:`~controller.posture.engine.record_mfa_removal`), so that a crash cannot keep them."""
+        (:func:`~controller.posture.engine.record_mfa_removal`), so that a crash cannot keep them. ``events`` are
+        recorded in the same write."""
         def write(ctx: WriteContext) -> None:
             current = ctx.txn.get(KIND, identity_id)
             if current is None or current["mfaId"] != seen["mfaId"]:
@@ -229,6 +246,8 @@ class MfaService:
                 ctx.txn.put(KIND, new)
             if passes_end:
                 record_mfa_removal(ctx, identity_id)
+            for event in events:
+                ctx.record(event)
 
         await self._domain.write(write)
 
@@ -263,10 +282,11 @@ class MfaService:
     async def verify(self, session: LiveSession, code: Any) -> None:
         """Complete enrolment with a TOTP (recovery codes do not count here); 404 unless an unverified one exists."""
         record = self._require(session.identity_id, verified=False)
-        accepted = await self._checked(session.identity_id, record, code, allow_recovery=False)
+        accepted = await self._checked(session, record, code, "verify", allow_recovery=False)
         now = format_time(self._domain.clock.now())
         await self._update(session.identity_id, record, accepted,
-                           lambda r: {**r, "isVerified": True, "updatedAt": now})
+                           lambda r: {**r, "isVerified": True, "updatedAt": now},
+                           events=(_event("enrolled", session), _event("passed", session, method="totp")))
         await self._passed(session, enrolled=True)
 
     async def authenticate(self, session: LiveSession, code: Any) -> None:
@@ -278,9 +298,12 @@ class MfaService:
         record = self.record(session.identity_id)
         try:
             if record is None or not record["isVerified"]:
+                await self._failed(session, "authenticate", "MFA_NOT_ENROLLED")
                 raise ApiError("MFA_NOT_ENROLLED")
-            accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
-            await self._update(session.identity_id, record, accepted, lambda r: r)
+            accepted = await self._checked(session, record, code, "authenticate", allow_recovery=True)
+            method = "totp" if accepted.step is not None else "recoveryCode"
+            await self._update(session.identity_id, record, accepted, lambda r: r,
+                               events=(_event("passed", session, method=method),))
         except ApiError as refused:
             self._failures.login_failed("mfa", refused.code)  # the second factor of a login
             raise
@@ -293,8 +316,10 @@ class MfaService:
         record = self._require(session.identity_id, verified=None)
         accepted = None
         if record["isVerified"]:
-            accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
-        await self._update(session.identity_id, record, accepted, lambda r: None, passes_end=record["isVerified"])
+            accepted = await self._checked(session, record, code, "remove", allow_recovery=True)
+        removed = (_event("removed", session, by="self", verified=bool(record["isVerified"])),)
+        await self._update(session.identity_id, record, accepted, lambda r: None, passes_end=record["isVerified"],
+                           events=removed)
         if record["isVerified"]:
             # Returns once the sessions that depended on the removed MFA are revoked, durably.
             await self._engine.mfa_removed(session.identity_id)
@@ -307,19 +332,26 @@ class MfaService:
         with self._domain.read() as ctx:
             if not ctx.txn.exists("identities", identity_id):
                 raise not_found("identity", identity_id)
-        await self._domain.write(lambda ctx: ctx.txn.delete(KIND, identity_id) and None)
+
+        def write(ctx: WriteContext) -> None:
+            removed = ctx.txn.delete(KIND, identity_id)
+            if removed is not None:
+                ctx.record(Event(MFA, "removed", {"identity_id": identity_id, "api_session_id": None, "by": "admin",
+                                                  "verified": bool(removed.get("isVerified"))}))
+
+        await self._domain.write(write)
 
     async def recovery_codes(self, session: LiveSession, code: Any) -> dict[str, Any]:
         """The current recovery codes of a verified enrolment, for a valid TOTP (recovery codes do not count)."""
         record = self._require(session.identity_id, verified=True)
-        accepted = await self._checked(session.identity_id, record, code, allow_recovery=False)
+        accepted = await self._checked(session, record, code, "recoveryCodes", allow_recovery=False)
         await self._update(session.identity_id, record, accepted, lambda r: r)
         return {**self._entity(record), "recoveryCodes": list(record["recoveryCodes"])}
 
     async def regenerate_recovery_codes(self, session: LiveSession, code: Any) -> None:
         """Replace every recovery code of a verified enrolment, for a TOTP or a recovery code."""
         record = self._require(session.identity_id, verified=True)
-        accepted = await self._checked(session.identity_id, record, code, allow_recovery=True)
+        accepted = await self._checked(session, record, code, "regenerateRecoveryCodes", allow_recovery=True)
         now = format_time(self._domain.clock.now())
         await self._update(session.identity_id, record, accepted,
                            lambda r: {**r, "recoveryCodes": recovery_codes(), "updatedAt": now})

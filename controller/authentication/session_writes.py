@@ -15,6 +15,8 @@ from controller.model.spec import Change, Resource, WriteContext
 
 __all__ = ["activity_write", "expiry_write", "ext_jwt_write", "flags_write", "removal_write"]
 
+_EXPIRY = {"code": "expiry"}
+
 
 def activity_write(stale: Sequence[tuple[str, float]], *, forward_only: bool) -> Callable[[WriteContext], None]:
     """Store each session's ``lastActivityAt`` (wall-clock seconds, by session id); ``forward_only``: never over a
@@ -30,11 +32,14 @@ def activity_write(stale: Sequence[tuple[str, float]], *, forward_only: bool) ->
     return write
 
 
-def removal_write(resource: Resource, session_ids: Sequence[str]) -> Callable[[WriteContext], None]:
-    """Delete the sessions that still exist."""
+def removal_write(resource: Resource, session_ids: Sequence[str], cause: str) -> Callable[[WriteContext], None]:
+    """Delete the sessions that still exist, ended by ``cause`` (what their events name: ``logout``, ``expiry``)."""
+    why = {"code": cause}
+
     def write(ctx: WriteContext) -> None:
         for session_id in session_ids:
             if ctx.txn.exists(KIND, session_id):
+                ctx.end_cause(KIND, session_id, why)
                 delete_row(ctx, resource, session_id)
 
     return write
@@ -53,6 +58,7 @@ def expiry_write(resource: Resource, session_ids: Sequence[str], timeout: float,
             if parse_time(row["lastActivityAt"]) + row_lifetime(row, timeout, grace) > ctx.now:
                 kept.append(row)
             else:
+                ctx.end_cause(KIND, session_id, _EXPIRY)
                 delete_row(ctx, resource, session_id)
         return kept
 

@@ -3,7 +3,8 @@
 A batch goes to etcd as few txns as etcd's limits allow (``--max-txn-ops``, 128 by default, counting the head's put
 and the failure branch's reads; ``--max-request-bytes``, 1.5 MiB by default): consecutive mutations share a txn, each
 mutation whole in one, and one too large for any txn is refused on its own. A key several mutations of one txn
-wrote appears once, with the last value (etcd refuses a key twice in a txn).
+wrote appears once, with the last value (etcd refuses a key twice in a txn); a kind cleared up to a key is one range
+delete.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def _cost(keys: NetworkKeys, writes: WriteSet) -> tuple[set[bytes], int]:
     """The etcd keys a write set puts or deletes, and the bytes shipping it takes."""
     names = {keys.row(kind, row_id) for kind, row_id in writes.rows}
     names.update(keys.meta(key) for key in writes.meta)
+    names.update(b"\0cleared/" + kind.encode() for kind in writes.cleared)  # one range delete per kind
     size = writes.payload_bytes() + len(names) * (len(keys.data) + _OP_OVERHEAD)
     return names, size
 
@@ -93,7 +95,8 @@ def merged(writes: Sequence[WriteSet | None]) -> WriteSet:
 
 def txn_ops(keys: NetworkKeys, writes: WriteSet) -> list[Op]:
     """The puts and deletes that ship ``writes`` (without the head's put)."""
-    ops: list[Op] = []
+    ops: list[Op] = [Delete(keys.row(kind, ""), range_end=keys.row(kind, last) + b"\0")
+                     for kind, last in writes.cleared.items()]
     for (kind, row_id), data in writes.rows.items():
         key = keys.row(kind, row_id)
         ops.append(Delete(key) if data is None else Put(key, data))

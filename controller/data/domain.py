@@ -7,7 +7,7 @@ in the writer's transaction and its recorded changes are published to subscriber
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from controller.clock import Clock
 from controller.data.group_commit import Writer
@@ -15,6 +15,7 @@ from controller.data.listing import NO_LIMIT, ListParams, Page, compile_query, l
 from controller.data.present import present
 from controller.data.write_path import create_row, delete_row, replace_row
 from controller.errors import not_found
+from controller.model.events import AUTHOR, Author, Event
 from controller.model.field import Mode
 from controller.model.registry import Registry
 from controller.model.spec import Change, Environment, ReadContext, Resource, WriteContext
@@ -23,7 +24,7 @@ from storage.batch import Outcome
 from storage.store import ReadTxn, Store, WriteTxn
 from storage.zitiql import FieldType, Symbol
 
-__all__ = ["Barrier", "ChangeListener", "Domain"]
+__all__ = ["Barrier", "ChangeListener", "Domain", "Journal"]
 
 T = TypeVar("T")
 # A listener may return a barrier: a function whose awaitable the write's caller awaits before it is answered.
@@ -32,11 +33,24 @@ ChangeListener = Callable[[list[Change]], Barrier | None]
 _ATTRIBUTE_SYMBOLS = {"id": Symbol(FieldType.STRING)}
 
 
+class Journal(Protocol):
+    """What keeps the events of every write (``controller.insight.EventLog``): it stores them in the write's own
+    transaction and publishes them once that has committed."""
+
+    def record(self, ctx: WriteContext) -> object | None:
+        """In the write's transaction, after its function ran: store the events ``ctx`` recorded and those its
+        changes make; returns what :meth:`committed` is given after the commit (None: nothing to publish)."""
+
+    def committed(self, recorded: object) -> None:
+        """The write that :meth:`record` returned ``recorded`` for is durable (on the writer's task; quick)."""
+
+
 class Domain:
     """Generic resource operations over one store."""
 
     def __init__(self, store: Store, writer: Writer, registry: Registry, clock: Clock, *,
-                 env: Environment | None = None, hash_secret: Callable[[str], Awaitable[str]] | None = None) -> None:
+                 env: Environment | None = None, hash_secret: Callable[[str], Awaitable[str]] | None = None,
+                 journal: Journal | None = None) -> None:
         """Args:
             store: the rows.
             writer: the group commit every write goes through.
@@ -46,6 +60,7 @@ class Domain:
                 for a store used without a controller, as some benchmarks do.
             hash_secret: hashes a secret a field declares (``Field.hashed_into``), off the event loop; None when
                 no kind with a secret is written.
+            journal: keeps every write's events (None: events are off, and nothing records them).
         """
         self.store = store
         self.writer = writer
@@ -53,6 +68,7 @@ class Domain:
         self.clock = clock
         self.env = env
         self.hash_secret = hash_secret
+        self.journal = journal
         self._listeners: list[ChangeListener] = []
 
     def subscribe(self, listener: ChangeListener, kinds: Iterable[str] | None = None) -> None:
@@ -89,7 +105,7 @@ class Domain:
         from the context it is given. ``conditions``: what a cluster's shared store must find true for the write to
         commit (else it raises :class:`~controller.data.commit_step.ConditionFailed`); a single node takes none.
         """
-        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env)
+        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env, self.journal)
         # Listeners are told on the writer's task right after the commit, even when this caller has been cancelled
         # meanwhile: a committed write whose listeners never ran would leave derived state (API-session caches,
         # sessions to re-evaluate) behind the data.
@@ -107,7 +123,7 @@ class Domain:
         (:meth:`controller.data.group_commit.Writer.post`): ``on_done`` gets its outcome on the writer's task once
         it is durable (or failed), after the listeners have been told of its changes. A barrier a listener returns
         is not awaited: nobody waits for this write."""
-        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env)
+        mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env, self.journal)
         self.writer.post(mutation, on_done, on_commit=mutation.committed, conditions=conditions)
 
     def publish(self, changes: list[Change]) -> None:
@@ -116,6 +132,18 @@ class Domain:
         if changes:
             for listener in self._listeners:
                 listener(changes)
+
+    async def record(self, *events: Event) -> None:
+        """Record ``events``, which describe something that changed no row (a refused login), in a write of their
+        own; returns once they are durable. Does nothing when events are off."""
+        if self.journal is None or not events:
+            return
+
+        def write(ctx: WriteContext) -> None:
+            for event in events:
+                ctx.record(event)
+
+        await self.write(write)
 
     # Generic resource operations -----------------------------------------------------------------------------
 
@@ -238,30 +266,46 @@ class _Mutation:
     """What :meth:`Domain.write` submits: runs ``fn`` in a :class:`WriteContext` and keeps the changes it recorded.
 
     A slotted object rather than a closure: one is alive for every write waiting for its commit (under load, every
-    actor step), and a closure with its cells is five objects for the garbage collector to traverse, this one."""
+    actor step), and a closure with its cells is five objects for the garbage collector to traverse, this one.
 
-    __slots__ = ("changes", "env", "fn", "listeners", "now", "pending", "registry")
+    Its author is the one of the task that queues it (:data:`controller.model.events.AUTHOR`): a request's, or
+    None for the controller's own writes."""
+
+    __slots__ = ("author", "changes", "env", "fn", "journal", "listeners", "now", "pending", "recorded", "registry")
 
     def __init__(self, fn: Callable[[WriteContext], Any], registry: Registry, now: float,
-                 listeners: list[ChangeListener], env: Environment | None) -> None:
+                 listeners: list[ChangeListener], env: Environment | None, journal: Journal | None) -> None:
         self.fn = fn
         self.env = env
         self.registry = registry
         self.now = now
         self.listeners = listeners
+        self.journal = journal
+        self.author: Author | None = AUTHOR.get()
         self.changes: list[Change] | tuple[()] = ()
         self.pending: list[Barrier] | tuple[()] = ()
+        self.recorded: object | None = None
 
     def __call__(self, txn: WriteTxn) -> Any:
-        ctx = WriteContext(txn, self.registry, self.now, env=self.env)
-        self.changes = ()  # a run again (after another node wrote first) keeps only its own changes
+        ctx = WriteContext(txn, self.registry, self.now, env=self.env, author=self.author)
+        # A run again (after another node wrote first) keeps only its own changes and events.
+        self.changes = ()
+        self.recorded = None
         result = self.fn(ctx)
         if ctx.changes:
             self.changes = ctx.changes
+        journal = self.journal
+        # In the same transaction as the changes they describe: a write that rolls back takes its events along.
+        if journal is not None and (ctx.changes or ctx.events):
+            self.recorded = journal.record(ctx)
         return result
 
     def committed(self) -> None:
-        """The write is durable: tell every listener about its changes, keeping what they ask to be awaited."""
+        """The write is durable: publish its events, then tell every listener about its changes, keeping what they
+        ask to be awaited."""
+        journal, recorded = self.journal, self.recorded
+        if journal is not None and recorded is not None:
+            journal.committed(recorded)
         if not self.changes:
             return
         pending = []

@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from controller.model.events import Author, Event
 from controller.model.field import COMMON_FIELDS, Field, Mode, Variant, Variants
 from storage.layout import KindLayout
 from storage.store import ReadTxn, WriteTxn
@@ -298,10 +299,31 @@ class ReadContext:
 
 @dataclass(slots=True)
 class WriteContext(ReadContext):
-    """A write transaction; every row written through the single write path is recorded in ``changes``."""
+    """A write transaction; every row written through the single write path is recorded in ``changes``.
+
+    What else the write records for its events (``controller/model/events.py``): ``events``, each with the number
+    of changes recorded before it (its place among them), and ``causes``, why it ends rows of the kinds whose
+    changes are events, by (kind, id); both None until something is recorded. ``author`` is who the write is for.
+    """
 
     txn: WriteTxn
     changes: list[Change] = field(default_factory=list)
+    events: list[tuple[int, Event]] | None = None
+    causes: dict[tuple[str, str], Mapping[str, Any]] | None = None
+    author: Author | None = None
+
+    def record(self, event: Event) -> None:
+        """Record ``event`` as happening in this write, after the changes recorded so far."""
+        if self.events is None:
+            self.events = []
+        self.events.append((len(self.changes), event))
+
+    def end_cause(self, kind: str, row_id: str, cause: Mapping[str, Any]) -> None:
+        """Say why this write ends (deletes) the row ``row_id`` of ``kind``: ``cause`` is a JSON object whose
+        ``code`` names the cause (``logout``, ``postureCheckFailed``...) and whose other keys say more."""
+        if self.causes is None:
+            self.causes = {}
+        self.causes[(kind, row_id)] = cause
 
     def cached(self, key: Hashable, compute: Callable[[], T]) -> T:
         """Always ``compute()``: this transaction's own writes would make a remembered answer stale."""

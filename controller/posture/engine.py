@@ -33,8 +33,8 @@ import trio
 from actors.lateness import LatenessRecorder
 from actors.live_actors import ActorRegistry, OneShot
 from controller.data.domain import Barrier, Domain
-from controller.errors import ApiError
 from controller.ids import new_id
+from controller.model.events import Event
 from controller.model.spec import Change
 from controller.posture import machine
 from controller.posture.machine import SessionRef, Transition
@@ -58,6 +58,7 @@ from controller.posture.persistence import (
     STATE_KIND,
     Flush,
     StepWrite,
+    answer_existing,
     drop_state,
     ignore_outcome,
     record_mfa_removal,
@@ -175,7 +176,7 @@ class IdentityBehavior:
             return LiveIdentity(t.state, ())
         live.state = t.state
         write = live.write
-        if t.persist or t.revoke or t.grants or t.clear_pending:
+        if t.persist or t.revoke or t.grants or t.clear_pending or t.events:
             if write is None or write.begun:
                 write = live.write = StepWrite(self.engine, key)
                 self.engine.queue(write)
@@ -186,6 +187,7 @@ class IdentityBehavior:
                 gone = set(t.revoke)
                 live.sessions = tuple(ref for ref in live.sessions if ref.session_id not in gone)
                 write.revoke = (write.revoke or []) + t.revoke
+                write.revoke_causes = [*(write.revoke_causes or ()), *t.revoke_details]
                 revocations = self.engine.revocations
                 for cause in t.revoke_causes:
                     revocations[cause] += 1
@@ -193,6 +195,8 @@ class IdentityBehavior:
                 decided_at = self.domain.clock.now()
                 write.lateness = (write.lateness or []) + [(deadline, decided_at, len(t.revoke))
                                                            for deadline in t.decided]
+            if t.events:
+                write.events = [*(write.events or ()), *t.events]
             if t.grants:
                 self._grant(key, live, write, t, now)
             if t.replies:
@@ -201,7 +205,7 @@ class IdentityBehavior:
         elif t.replies:
             send_replies(t.replies)
         if t.existing:
-            self._answer_existing(live, t.existing)
+            answer_existing(self.domain.store, live.write, t.existing)
         if t.settles:
             if write is not None and not write.done:
                 write.settles = (write.settles or []) + t.settles
@@ -220,22 +224,12 @@ class IdentityBehavior:
             body = {"apiSessionId": request.api_session_id, "identityId": key, "serviceId": request.service_id,
                     "type": request.session_type, "token": str(uuid.uuid4()), "servicePolicies": grant.policy_ids,
                     "tags": dict(request.tags)}
-            grants.append((session_id, body, grant.replies))
+            events = tuple(Event(e.namespace, e.event_type, {**e.fields, "session_id": session_id})
+                           for e in grant.events) if grant.events else ()
+            grants.append((session_id, body, grant.replies, events))
             sessions += (SessionRef(session_id, request.api_session_id, request.service_id, request.session_type),)
         write.grants = grants
         live.sessions = sessions
-
-    def _answer_existing(self, live: LiveIdentity, existing: list[tuple[OneShot[Any], str]]) -> None:
-        """Requests for a session the identity already has get its stored row (once written, for one granted by a
-        write still queued)."""
-        write = live.write
-        queued = {grant[0]: grant[2] for grant in write.grants or ()} if write is not None and not write.done else {}
-        with self.domain.store.read() as txn:
-            for reply, session_id in existing:
-                if session_id in queued:
-                    queued[session_id].append(reply)
-                else:
-                    send_replies([(reply, txn.get(SESSIONS, session_id) or ApiError("NOT_FOUND"))])
 
 
 class PostureEngine:
@@ -314,11 +308,12 @@ class PostureEngine:
     def api_session_ended(self, identity_id: str, api_session_id: str) -> None:
         self.actors.post(identity_id, ApiSessionEnded(api_session_id))
 
-    def reevaluate(self, identity_ids: Sequence[str]) -> Callable[[], Awaitable[None]]:
-        """Policies, checks or the identities themselves changed: each re-checks its sessions. Returns the barrier
-        that completes once every one of them has, durably."""
+    def reevaluate(self, identity_ids: Sequence[str], reason: str = "policyChange") -> Callable[[], Awaitable[None]]:
+        """Policies, checks or the identities themselves (``reason`` ``roleChange``) changed: each re-checks its
+        sessions. Returns the barrier that completes once every one of them has, durably."""
+        message = Reevaluate(reason)
         for identity_id in identity_ids:
-            self.actors.post(identity_id, Reevaluate())
+            self.actors.post(identity_id, message)
 
         async def settled() -> None:
             for identity_id in identity_ids:
@@ -335,6 +330,12 @@ class PostureEngine:
         """The identity's current state (every earlier message handled)."""
         state: IdentityState = await self._ask(identity_id, ReadState)
         return state
+
+    def upcoming_deadlines(self, limit: int) -> list[tuple[float, str]]:
+        """The next MFA deadlines (an MFA check's timeout, or the end of the grace after a wake or unlock), as
+        ``(wall-clock instant, identity id)``, earliest first, at most ``limit``: when the identity's sessions are
+        checked again."""
+        return self.actors.upcoming(limit)
 
     def post(self, identity_id: str, message: IdentityMessage) -> None:
         """Queue a message for the identity's actor (what the methods above do; for the engine's own use)."""
@@ -360,6 +361,7 @@ class PostureEngine:
         sessions. Returns a barrier when identities re-check: the write is answered once each of them has, durably
         (the re-evaluation is queued before the barrier is awaited)."""
         reevaluate: set[str] = set()
+        roles_changed = policies_changed = False
         access_kinds = self.domain.registry.access_kinds
         for change in changes:
             if change.kind == SESSIONS:
@@ -372,9 +374,12 @@ class PostureEngine:
                 if change.before is not None and (
                         change.after is None or _access_fields(change.before) != _access_fields(change.after)):
                     reevaluate.add(change.id)
+                    roles_changed = True
             elif change.kind in access_kinds:
                 reevaluate.update(self._live_identities())
-        return self.reevaluate(sorted(reevaluate)) if reevaluate else None
+                policies_changed = True
+        reason = "roleChange" if roles_changed and not policies_changed else "policyChange"
+        return self.reevaluate(sorted(reevaluate), reason) if reevaluate else None
 
     def sessions_changed(self, change: Change) -> None:
         """A committed change of the sessions kind: keep the live identity's sessions in step (the actor's own

@@ -18,6 +18,9 @@ from msgspec.structs import replace
 from actors.live_actors import OneShot
 from controller.clock import format_time
 from controller.errors import ApiError, field_cause, not_found
+from controller.model.events import Event
+from controller.posture import step_events
+from controller.posture.decision import decide
 from controller.posture.messages import (
     ApiSessionEnded,
     ApiSessionStarted,
@@ -56,11 +59,13 @@ class SessionRef:
 @dataclass(slots=True)
 class Grant:
     """A session request granted: the shell creates the session (its id and token are the shell's) and answers
-    every request in ``replies`` with the stored row once it is durable."""
+    every request in ``replies`` with the stored row once it is durable. ``events`` are recorded with the session
+    once the shell has given it its id (their ``session_id``)."""
 
     request: CreateSession
     policy_ids: list[str]
     replies: list[OneShot[Any]]
+    events: tuple[Event, ...] = ()
 
 
 REVOKE_CAUSES = ("policy", "posture", "mfa_timeout")
@@ -74,11 +79,14 @@ class Transition:
     step's write (as do the grants' answers and ``settles``). ``existing`` are requests for a session the identity
     already has: answered with its stored row. ``decided`` are the deadlines this step decided on (for lateness).
     ``gone``: the identity no longer exists (its state is dropped). ``revoke_causes`` holds the cause of each of
-    ``revoke``, in order (one of :data:`REVOKE_CAUSES`)."""
+    ``revoke``, in order (one of :data:`REVOKE_CAUSES`), and ``revoke_details`` the same causes as events name them
+    (``controller/posture/step_events.py``). ``events`` are recorded with the step's write."""
 
     state: IdentityState
     revoke: list[str] = field(default_factory=list)
     revoke_causes: tuple[str, ...] = ()
+    revoke_details: tuple[dict[str, Any], ...] = ()  # tuples: most steps have none, and allocate nothing
+    events: tuple[Event, ...] = ()
     grants: list[Grant] = field(default_factory=list)
     existing: list[tuple[OneShot[Any], str]] = field(default_factory=list)
     replies: list[tuple[OneShot[Any], Any]] = field(default_factory=list)
@@ -167,34 +175,54 @@ def _decide(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, r
             grant.replies.append(request.reply)
             return
     access = plan.services.get(request.service_id)
-    if access is None:
+    state = t.state
+    mfa = _mfa(state, request.api_session_id)
+    decision = decide(access, request.session_type, state.posture, mfa, now, evaluate_posture=evaluate_posture)
+    if decision.code == "NOT_FOUND":
         t.replies.append((request.reply, not_found("service", request.service_id)))
         return
-    access_plan = access.plans.get(request.session_type)
-    if access_plan is None:
+    if decision.code == "COULD_NOT_VALIDATE":
         t.replies.append((request.reply, ApiError("COULD_NOT_VALIDATE", field_cause(
             "ServiceId", "service not found", request.service_id))))
         return
-    state = t.state
-    mfa = _mfa(state, request.api_session_id)
-    passing, _ = access_plan.passing(state.posture, mfa, now, evaluate_posture=evaluate_posture)
-    if not passing:
-        cause, failures = access_plan.refusal(state.posture, mfa, now)
+    assert access is not None  # decided on a service the identity sees, with a policy of the type
+    access_plan = access.plans[request.session_type]
+    if decision.code == "INVALID_POSTURE":
+        failing = access_plan.failing(decision.verdicts, state.posture, mfa, now)
+        cause, failures = access_plan.refusal(failing)
         failure = {"when": format_time(now), "serviceId": access.service_id, "serviceName": access.name,
                    "apiSessionId": request.api_session_id, "sessionType": request.session_type,
                    "policyFailures": [{**f, "checks": [_criteria_times(c) for c in f["checks"]]} for f in failures]}
         t.state = replace(state, failures=(*state.failures, failure)[-MAX_FAILURES:])
         t.persist = True
         t.replies.append((request.reply, ApiError("INVALID_POSTURE", cause)))
-    elif not access.routed:
-        t.replies.append((request.reply, ApiError("NO_EDGE_ROUTERS_AVAILABLE")))
+        t.events += (step_events.denied(state.identity_id, request.api_session_id, request.service_id,
+                                        request.session_type, access_plan.failing_rules(decision.verdicts),
+                                        state.posture, mfa, now),)
+    elif not decision.granted:
+        t.replies.append((request.reply, ApiError(decision.code)))
     else:
-        t.grants.append(Grant(request, passing, [request.reply]))
+        # The grant's event is the session's creation (edge.sessions.created names the policies that pass).
+        events: tuple[Event, ...] = ()
+        if access_plan.report_only and access_plan.would_deny(decision.verdicts):
+            subject = (state.identity_id, request.api_session_id, request.service_id, request.session_type)
+            events = (step_events.would_deny(*subject, None, "request", access_plan, decision.verdicts,
+                                             state.posture, mfa, now),)
+            # Noted for the session it gets, so that re-checks do not report it again.
+            t.state = replace(state, would_deny=state.would_deny | {_flag(*subject[1:])})
+            t.persist = True
+        t.grants.append(Grant(request, list(decision.policy_ids), [request.reply], events))
+
+
+def _flag(api_session_id: str, service_id: str, session_type: str) -> str:
+    """The key of a session in ``IdentityState.would_deny`` (a session is unique per API session, service, type)."""
+    return f"{api_session_id}/{service_id}/{session_type}"
 
 
 def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, now: float, *, access: bool,
-             evaluate_posture: bool) -> None:
-    """Check every session again: revoke those no policy passes any more, mark API sessions whose MFA timed out,
+             evaluate_posture: bool, reason: str, mfa_removed: bool) -> None:
+    """Check every session again: revoke those no policy passes any more (with the cause of each), mark API
+    sessions whose MFA timed out, note the sessions that report-only checks would revoke (an event the first time),
     and record what the identity may use (its access digest) when ``access`` asks or none is recorded."""
     state = t.state
     if (access or state.access_digest is None) and plan.digest != state.access_digest:
@@ -205,18 +233,40 @@ def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, 
     timed_out: set[str] = set()
     revoked: dict[str, str] = {}  # session id: its cause (REVOKE_CAUSES)
     posture = state.posture
+    flagged = state.would_deny
+    would: set[str] | None = None
     for ref in sessions:
         service = plan.services.get(ref.service_id)
         access_plan = service.plans.get(ref.session_type) if service is not None else None
         if access_plan is None:
             revoked[ref.session_id] = "policy"
+            t.revoke_details += (step_events.revocation_cause(None, None, posture, None, now, expired=False,
+                                                              mfa_removed=mfa_removed, reason=reason),)
             continue
-        passing, expired = access_plan.passing(posture, _mfa(state, ref.api_session_id), now,
-                                               evaluate_posture=evaluate_posture)
+        mfa = _mfa(state, ref.api_session_id)
+        passing, expired, verdicts = access_plan.evaluate(posture, mfa, now, evaluate_posture=evaluate_posture)
         if expired:
             timed_out.add(ref.api_session_id)
         if not passing:
             revoked[ref.session_id] = "mfa_timeout" if expired else "posture"
+            t.revoke_details += (step_events.revocation_cause(access_plan, verdicts, posture, mfa, now,
+                                                              expired=expired, mfa_removed=mfa_removed,
+                                                              reason=reason),)
+        elif access_plan.report_only and access_plan.would_deny(verdicts):  # the call only with report-only checks
+            key = _flag(ref.api_session_id, ref.service_id, ref.session_type)
+            would = would if would is not None else set()
+            would.add(key)
+            if key not in flagged:
+                t.events += (step_events.would_deny(state.identity_id, ref.api_session_id, ref.service_id,
+                                                    ref.session_type, ref.session_id, "recheck", access_plan,
+                                                    verdicts, posture, mfa, now),)
+    if would or flagged:
+        # Sessions not checked here (one granted in this very step) keep their mark.
+        checked = {_flag(ref.api_session_id, ref.service_id, ref.session_type) for ref in sessions}
+        marks = frozenset((flagged - checked) | (would or set()))
+        if marks != flagged:
+            state = replace(state, would_deny=marks)
+            t.persist = True
     if timed_out:
         marked = dict(state.sessions)
         for api_session_id in timed_out:
@@ -276,14 +326,15 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
     if plan is None:
         return _gone(state, messages)
     t = Transition(state)
-    recheck = access = False
+    recheck = access = mfa_removed = False
+    reason = "policyChange"
     before = state.deadline
     for message in messages:
         match message:
             case PostureReported(api_session_id, responses, reply, woken, unlocked):
                 posture = t.state.posture
                 for response in responses:
-                    posture, changed = apply_response(posture, response, now)
+                    posture, changed = apply_response(posture, response, now, api_session_id)
                     # The same values as before renew their times only: no verdict can change for them.
                     recheck = recheck or changed
                 t.state = replace(t.state, posture=posture, last_change_at=now)
@@ -300,7 +351,7 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
             case MfaRemoved():
                 cleared = {k: SessionPosture(replace(v.mfa, passed_mfa_at=None)) for k, v in t.state.sessions.items()}
                 t.state = replace(t.state, sessions=cleared, last_change_at=now)
-                recheck = t.persist = t.clear_pending = True
+                recheck = t.persist = t.clear_pending = mfa_removed = True
             case ApiSessionStarted(api_session_id):
                 if api_session_id not in t.state.sessions:
                     t.state = _with_mfa(t.state, api_session_id, MfaState(), None)
@@ -311,12 +362,18 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
                     t.state = replace(t.state, sessions={k: v for k, v in t.state.sessions.items()
                                                          if k != api_session_id})
                     recheck = t.persist = True
+                if t.state.would_deny:
+                    prefix = api_session_id + "/"
+                    t.state = replace(t.state, would_deny=frozenset(k for k in t.state.would_deny
+                                                                    if not k.startswith(prefix)))
+                    t.persist = True
             case DeadlineReached():
                 # An MFA timer ran out: the identity's posture changed even if no session needs revoking.
                 t.state = replace(t.state, last_change_at=now)
                 recheck = t.persist = True
-            case Reevaluate():
+            case Reevaluate(why):
                 recheck = access = True
+                reason = why
             case CreateSession() as request:
                 _decide(t, sessions, plan, request, now, evaluate_posture)
                 recheck = True  # the next deadline may be one this request's checks bring
@@ -327,7 +384,8 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
             case _:
                 raise TypeError(f"unknown identity message {message!r}")
     if recheck:
-        _recheck(t, sessions, plan, now, access=access, evaluate_posture=evaluate_posture)
+        _recheck(t, sessions, plan, now, access=access, evaluate_posture=evaluate_posture, reason=reason,
+                 mfa_removed=mfa_removed)
         if before is not None and before <= now:
             # The first re-check at or after the deadline decides it (usually the one the deadline prompts; a
             # message that arrives just after the deadline decides it first).

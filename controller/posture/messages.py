@@ -77,7 +77,10 @@ class DeadlineReached:
 @dataclass(frozen=True, slots=True)
 class Reevaluate:
     """Policies, posture checks or the identity itself changed: work out again what the identity may use, and check
-    every session again."""
+    every session again. ``reason`` names what changed, for the causes of revocations: ``policyChange`` (a kind
+    that shapes access) or ``roleChange`` (the identity's own roles)."""
+
+    reason: str = "policyChange"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ it is on disk.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from actors.lateness import DeadlineOutcome, LatenessRecorder
@@ -16,13 +17,15 @@ from actors.live_actors import OneShot
 from controller.data.domain import Domain
 from controller.data.write_path import create_row, delete_row
 from controller.errors import ApiError
+from controller.model.events import Event
 from controller.model.spec import WriteContext
 from controller.posture.messages import IdentityMessage, WriteFailed
 from controller.posture.state import IdentityState, encode_state
 from storage.batch import Outcome
+from storage.store import Store
 
-__all__ = ["PENDING_KIND", "SESSIONS", "STATE_KIND", "Flush", "StepWrite", "WriteOwner", "drop_state",
-           "ignore_outcome", "record_mfa_removal", "send_replies"]
+__all__ = ["PENDING_KIND", "SESSIONS", "STATE_KIND", "Flush", "StepWrite", "WriteOwner", "answer_existing",
+           "drop_state", "ignore_outcome", "record_mfa_removal", "send_replies"]
 
 STATE_KIND = "posture-state"
 PENDING_KIND = "posture-pending"
@@ -73,18 +76,21 @@ class StepWrite:
 
     The lists stay None until a step needs them: most writes carry only the state of a posture report."""
 
-    __slots__ = ("begun", "done", "engine", "gone", "granted", "grants", "key", "lateness", "pending_cleared",
-                 "replies", "revoke", "settles", "state", "waiter")
+    __slots__ = ("begun", "done", "engine", "events", "gone", "granted", "grants", "key", "lateness",
+                 "pending_cleared", "replies", "revoke", "revoke_causes", "settles", "state", "waiter")
 
     def __init__(self, engine: WriteOwner, key: str) -> None:
         self.engine = engine
         self.key = key
         self.state: IdentityState | None = None
         self.revoke: list[str] | None = None
-        # Per granted session: its id, its body and the requests answered with it; ``granted`` holds, in the same
-        # order, what the write made of each (the stored row, or the ApiError that refused it).
-        self.grants: list[tuple[str, Any, list[OneShot[Any]]]] | None = None
+        self.revoke_causes: list[Mapping[str, Any]] | None = None  # why, for each of revoke (its events' cause)
+        # Per granted session: its id, its body, the requests answered with it, and the events recorded once it is
+        # stored; ``granted`` holds, in the same order, what the write made of each (the stored row, or the
+        # ApiError that refused it).
+        self.grants: list[tuple[str, Any, list[OneShot[Any]], tuple[Event, ...]]] | None = None
         self.granted: list[Any] | None = None
+        self.events: list[Event] | None = None  # recorded with the write
         self.replies: list[tuple[OneShot[Any], Any]] | None = None
         self.settles: list[OneShot[Any]] | None = None
         self.lateness: list[tuple[float, float, int]] | None = None  # deadline, decided at, sessions revoked
@@ -107,17 +113,24 @@ class StepWrite:
                 self.gone = True
                 return
             sessions = ctx.registry[SESSIONS]
-            for session_id in self.revoke or ():
+            causes = self.revoke_causes or ()
+            for index, session_id in enumerate(self.revoke or ()):
                 if txn.exists(SESSIONS, session_id):
+                    if index < len(causes):
+                        ctx.end_cause(SESSIONS, session_id, causes[index])
                     delete_row(ctx, sessions, session_id)
             granted = self.granted if self.granted is not None else []
-            for session_id, body, _replies in self.grants or ():
+            for session_id, body, _replies, events in self.grants or ():
                 # Its API session may have ended, or its service gone, since the decision.
                 if not (txn.exists("api-sessions", body["apiSessionId"])
                         and txn.exists("services", body["serviceId"])):
                     granted.append(ApiError("NOT_FOUND"))
                 else:
                     granted.append(create_row(ctx, sessions, body, None, session_id))
+                    for event in events:
+                        ctx.record(event)
+        for event in self.events or ():
+            ctx.record(event)
         if self.state is not None:
             txn.put_raw(STATE_KIND, key, encode_state(self.state))
         if self.pending_cleared:
@@ -130,7 +143,7 @@ class StepWrite:
         if error is not None:
             for reply, _ in self.replies or ():
                 reply.fail(error)
-            for _, _, replies in self.grants or ():
+            for _, _, replies, _ in self.grants or ():
                 for reply in replies:
                     reply.fail(error)
             # What the actor holds is ahead of what is stored: it loads again (and finds a deleted identity gone).
@@ -138,7 +151,7 @@ class StepWrite:
         else:
             if self.replies:
                 send_replies(self.replies)
-            for (_, _, replies), row in zip(self.grants or (), self.granted or (), strict=True):
+            for (_, _, replies, _), row in zip(self.grants or (), self.granted or (), strict=True):
                 send_replies([(reply, row) for reply in replies])
             if self.lateness:
                 engine = self.engine
@@ -149,6 +162,18 @@ class StepWrite:
             reply.send(None)
         if self.waiter is not None:
             self.waiter.send(None)
+
+
+def answer_existing(store: Store, write: StepWrite | None, existing: list[tuple[OneShot[Any], str]]) -> None:
+    """Requests for a session the identity already has get its stored row (once written, for one granted by
+    ``write``, the identity's write, while it is still queued)."""
+    queued = {grant[0]: grant[2] for grant in write.grants or ()} if write is not None and not write.done else {}
+    with store.read() as txn:
+        for reply, session_id in existing:
+            if session_id in queued:
+                queued[session_id].append(reply)
+            else:
+                send_replies([(reply, txn.get(SESSIONS, session_id) or ApiError("NOT_FOUND"))])
 
 
 def send_replies(replies: list[tuple[OneShot[Any], Any]]) -> None:

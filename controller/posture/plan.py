@@ -23,7 +23,7 @@ from controller.access.grants import access_digest, linking_policies, policy_che
 from controller.access.policy_links import reachable, row, rows, selected_ids, selecting_policy_ids
 from controller.model.spec import ReadContext
 from controller.posture.records import MfaState, PostureData, mfa_timeout
-from controller.posture.rules import PASS, TIMED_OUT, MfaRule, Rule, compile_rule, failure_entry
+from controller.posture.rules import PASS, TIMED_OUT, CheckResult, MfaRule, Rule, compile_rule, failure_entry
 from storage.store import Store
 
 __all__ = ["AccessPlan", "IdentityPlan", "Prompt", "ServiceAccess", "identity_plan", "rule_of"]
@@ -39,10 +39,13 @@ class AccessPlan:
 
     Policies usually share their checks (a network requires the same few checks everywhere), so the plan keeps the
     distinct rules once, and per distinct set of checks the positions of its rules: answering evaluates each
-    distinct rule once and each distinct set once.
+    distinct rule once and each distinct set once. A report-only rule (``Rule.report_only``) is evaluated with the
+    others and counts as passing when the plan decides; :meth:`would_deny` says whether it would have decided
+    otherwise.
     """
 
-    __slots__ = ("checks", "groups", "policies", "policy_group", "policy_ids", "rules")
+    __slots__ = ("checks", "groups", "mfa", "policies", "policy_group", "policy_ids", "report_only",
+                 "rule_policies", "rules")
 
     def __init__(self, policies: tuple[Mapping[str, Any], ...], checks: tuple[tuple[Rule, ...], ...]) -> None:
         self.policies = policies
@@ -63,37 +66,91 @@ class AccessPlan:
         self.rules = tuple(distinct)
         self.groups = tuple(groups)
         self.policy_group = tuple(policy_group)
+        self.report_only = tuple(i for i, rule in enumerate(distinct) if rule.report_only)
+        self.mfa = any(isinstance(rule, MfaRule) for rule in distinct)
+        # Per distinct rule, the policies requiring it (what a failing check's report names).
+        self.rule_policies = tuple(tuple(policy_id for policy_id, rules in zip(self.policy_ids, checks, strict=True)
+                                         if any(r is rule for r in rules)) for rule in distinct)
 
     def passing(self, data: PostureData, mfa: MfaState | None, now: float, *,
                 evaluate_posture: bool = True) -> tuple[list[str], bool]:
         """The ids of the policies that pass (access is granted when there is one), and whether an MFA timeout
         elapsed. Every check is evaluated, so that a timed-out MFA check is reported even when another policy
-        grants access. With ``evaluate_posture`` False every policy passes."""
+        grants access. With ``evaluate_posture`` False every policy passes. Report-only checks count as passing
+        (and their MFA timeouts as not elapsed)."""
+        passing, expired, _ = self.evaluate(data, mfa, now, evaluate_posture=evaluate_posture)
+        return passing, expired
+
+    def evaluate(self, data: PostureData, mfa: MfaState | None, now: float, *,
+                 evaluate_posture: bool = True) -> tuple[list[str], bool, list[int] | None]:
+        """As :meth:`passing`, with each distinct rule's own verdict (report-only ones as they are; None when
+        posture is not evaluated): what :meth:`failing` and :meth:`would_deny` read, so that nothing is evaluated
+        twice."""
         if not evaluate_posture:
-            return list(self.policy_ids), False
-        results = [rule.verdict(data, mfa, now) for rule in self.rules]
+            return list(self.policy_ids), False, None
+        verdicts = [rule.verdict(data, mfa, now) for rule in self.rules]
+        results = verdicts
+        if self.report_only:
+            results = list(verdicts)
+            for position in self.report_only:
+                results[position] = PASS
+        if not any(results):  # every check passes (PASS is 0), so every policy does (inline: the hot path)
+            return list(self.policy_ids), False, verdicts
+        passing, expired = self._decided(results)
+        return passing, expired, verdicts
+
+    def _decided(self, results: list[int]) -> tuple[list[str], bool]:
         if not any(results):  # every check passes (PASS is 0), so every policy does
             return list(self.policy_ids), False
         ok = [all(results[i] == PASS for i in group) for group in self.groups]
         return ([policy_id for policy_id, group in zip(self.policy_ids, self.policy_group, strict=True) if ok[group]],
                 TIMED_OUT in results)
 
-    def refusal(self, data: PostureData, mfa: MfaState | None, now: float) -> tuple[dict[str, Any],
-                                                                                    list[dict[str, Any]]]:
-        """Why no policy passes: the INVALID_POSTURE cause (failing checks by policy) and the ``policyFailures``
-        of the failed service request (every failing check with its values)."""
-        failed: list[tuple[Mapping[str, Any], list[tuple[Rule, Any]]]] = []
-        for policy, rules in zip(self.policies, self.checks, strict=True):
-            reports = [(rule, rule.report(data, mfa, now)) for rule in rules]
-            failed.append((policy, [(rule, report) for rule, report in reports if not report.passing]))
+    def would_deny(self, verdicts: list[int] | None) -> bool:
+        """Whether no policy would pass if the report-only checks were enforced, from :meth:`evaluate`'s verdicts
+        (only meaningful while some policy passes without them)."""
+        if not self.report_only or verdicts is None:
+            return False
+        return not self._decided(verdicts)[0]
+
+    def failing(self, verdicts: list[int] | None, data: PostureData, mfa: MfaState | None, now: float, *,
+                report_only: bool = False) -> list[tuple[Rule, CheckResult, tuple[str, ...]]]:
+        """Each distinct check that fails by :meth:`evaluate`'s ``verdicts`` (the enforced ones, or with
+        ``report_only`` the report-only ones), with its report and the policies requiring it."""
+        if verdicts is None:
+            return []
+        return [(rule, rule.report(data, mfa, now), self.rule_policies[position])
+                for position, rule in enumerate(self.rules)
+                if verdicts[position] != PASS and rule.report_only == report_only]
+
+    def failing_rules(self, verdicts: list[int] | None, *, report_only: bool = False) -> list[tuple[Rule,
+                                                                                                  tuple[str, ...]]]:
+        """As :meth:`failing`, without the reports: each distinct failing rule and the policies requiring it."""
+        if verdicts is None:
+            return []
+        rules, policies = self.rules, self.rule_policies
+        found = []
+        for i, verdict in enumerate(verdicts):  # a loop, not a comprehension: no frame of its own
+            if verdict and rules[i].report_only == report_only:
+                found.append((rules[i], policies[i]))
+        return found
+
+    def refusal(self, failed: list[tuple[Rule, CheckResult, tuple[str, ...]]]) -> tuple[dict[str, Any],
+                                                                                           list[dict[str, Any]]]:
+        """Why no policy passes, from what :meth:`failing` found: the INVALID_POSTURE cause (failing checks by
+        policy) and the ``policyFailures`` of the failed service request (every failing enforced check with its
+        values)."""
+        reports = {id(rule): report for rule, report, _ in failed}
+        by_policy = [(policy, [(rule, reports[id(rule)]) for rule in rules if id(rule) in reports])
+                     for policy, rules in zip(self.policies, self.checks, strict=True)]
         cause = {
             "message": "Failed to pass posture checks for service policies: ["
-                       + " ".join(str(p["id"]) for p, _ in failed) + "]",
+                       + " ".join(str(p["id"]) for p, _ in by_policy) + "]",
             "data": {str(p["id"]): [{"id": r.check["id"], "typeId": r.check.get("typeId"), "isPassing": False}
-                                    for r, _ in bad] for p, bad in failed},
+                                    for r, _ in bad] for p, bad in by_policy},
         }
         failures = [{"policyId": p["id"], "policyName": p.get("name", ""),
-                     "checks": [failure_entry(r.check, report) for r, report in bad]} for p, bad in failed]
+                     "checks": [failure_entry(r.check, report) for r, report in bad]} for p, bad in by_policy]
         return cause, failures
 
 

@@ -46,7 +46,10 @@ MFA_GRACE_SECONDS = 300
 
 
 class OsRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
-    """The identity's last OS posture response. ``type`` as reported; it is compared case-insensitively."""
+    """The identity's last OS posture response. ``type`` as reported; it is compared case-insensitively.
+
+    Every record keeps when it was reported (``last_updated_at``) and by which API session (``reported_by``, empty
+    in records stored before it was kept)."""
 
     type: str
     version: str
@@ -54,6 +57,7 @@ class OsRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
     last_updated_at: float | None = None
     posture_check_id: str = ""
     timed_out: bool = False
+    reported_by: str = ""
 
 
 class MacRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
@@ -63,6 +67,7 @@ class MacRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
     last_updated_at: float | None = None
     posture_check_id: str = ""
     timed_out: bool = False
+    reported_by: str = ""
 
 
 class DomainRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
@@ -72,6 +77,7 @@ class DomainRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
     last_updated_at: float | None = None
     posture_check_id: str = ""
     timed_out: bool = False
+    reported_by: str = ""
 
 
 class ProcessRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
@@ -84,6 +90,7 @@ class ProcessRecord(msgspec.Struct, frozen=True, gc=False, array_like=True):
     last_updated_at: float | None = None
     posture_check_id: str = ""
     timed_out: bool = False
+    reported_by: str = ""
 
 
 class PostureData(msgspec.Struct, frozen=True, gc=False, array_like=True):
@@ -176,17 +183,18 @@ def _bounded(records: Mapping[str, ProcessRecord], key: str, record: ProcessReco
     return out
 
 
-def apply_response(posture: PostureData, response: Mapping[str, Any], now: float) -> tuple[PostureData, bool]:
-    """Fold one posture response (OS, MAC, DOMAIN or PROCESS, in wire names) into the identity's data; whether it
-    reported anything a rule looks at differently from before (a report of the same values only renews their
-    times, and cannot change a verdict). PROCESS data is kept for the :data:`MAX_PROCESSES` checks and paths
-    reported last: an endpoint cannot grow its stored state without bound by reporting under made-up ids and
-    paths."""
+def apply_response(posture: PostureData, response: Mapping[str, Any], now: float,
+                   api_session_id: str = "") -> tuple[PostureData, bool]:
+    """Fold one posture response (OS, MAC, DOMAIN or PROCESS, in wire names) of the API session ``api_session_id``
+    into the identity's data; whether it reported anything a rule looks at differently from before (a report of
+    the same values only renews their times and reporter, and cannot change a verdict). PROCESS data is kept for
+    the :data:`MAX_PROCESSES` checks and paths reported last: an endpoint cannot grow its stored state without
+    bound by reporting under made-up ids and paths."""
     check_id = str(response.get("id", ""))
     match response.get("typeId"):
         case "OS":
             record = OsRecord(str(response.get("type", "")), str(response.get("version", "")),
-                              response.get("build"), now, check_id)
+                              response.get("build"), now, check_id, reported_by=api_session_id)
             old = posture.os
             same = old is not None and (old.type, old.version, old.build) == (record.type, record.version,
                                                                              record.build)
@@ -194,16 +202,16 @@ def apply_response(posture: PostureData, response: Mapping[str, Any], now: float
         case "MAC":
             addresses = tuple(canonical_mac(a) or a.lower() for a in _strings(response.get("macAddresses")))
             same = posture.mac is not None and posture.mac.addresses == addresses
-            return replace(posture, mac=MacRecord(addresses, now, check_id)), not same
+            return replace(posture, mac=MacRecord(addresses, now, check_id, reported_by=api_session_id)), not same
         case "DOMAIN":
             domain = str(response.get("domain", ""))
             same = posture.domain is not None and posture.domain.domain == domain
-            return replace(posture, domain=DomainRecord(domain, now, check_id)), not same
+            return replace(posture, domain=DomainRecord(domain, now, check_id, reported_by=api_session_id)), not same
         case "PROCESS":
             process = ProcessRecord(str(response.get("path") or ""), bool(response.get("isRunning")),
                                     clean_hex(str(response.get("hash") or "")),
                                     tuple(clean_hex(f) for f in _strings(response.get("signerFingerprints"))),
-                                    now, check_id)
+                                    now, check_id, reported_by=api_session_id)
             same = _same_process(posture.processes.get(check_id), process) and (
                 not process.path or _same_process(posture.process_paths.get(process.path), process))
             processes = _bounded(posture.processes, check_id, process)

@@ -16,7 +16,8 @@ Rules per type (a check is the stored row in wire names, as ``controller/check_t
   timeouts ≤ 0 never expire, a sticky ``timed_out`` fails), and no wake/unlock at or after the MFA whose 300-second
   grace has run out (when the check prompts on it).
 
-Missing or timed-out data fails. An unknown ``typeId`` fails with no values.
+Missing or timed-out data fails. An unknown ``typeId`` fails with no values. A check marked ``reportOnly`` is
+evaluated like any other; the plans (``controller/posture/plan.py``) count its failures as passes when they decide.
 """
 
 from __future__ import annotations
@@ -64,12 +65,16 @@ class CheckResult:
 
 
 class Rule:
-    """A compiled check (its row must not change afterwards)."""
+    """A compiled check (its row must not change afterwards). ``report_only``: the check's failures are reported,
+    never enforced (its ``reportOnly`` field)."""
 
-    __slots__ = ("check",)
+    __slots__ = ("check", "header", "report_only")
 
     def __init__(self, check: Mapping[str, Any]) -> None:
         self.check = check
+        self.report_only = bool(check.get("reportOnly"))
+        # What events say of this check when it fails, made on first need (controller/posture/causes.py).
+        self.header: dict[str, Any] | None = None
 
     def verdict(self, data: PostureData, mfa: MfaState | None, now: float) -> int:
         """:data:`PASS`, :data:`FAIL` or :data:`TIMED_OUT`, as :meth:`report` would say it."""

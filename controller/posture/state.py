@@ -35,6 +35,8 @@ class IdentityState(msgspec.Struct, frozen=True, gc=False, array_like=True):
     last_change_at: float | None = None
     deadline: float | None = None
     access_digest: str | None = None
+    # Sessions ("apiSessionId/serviceId/type") that report-only checks would revoke: reported once, until they pass.
+    would_deny: frozenset[str] = frozenset()
 
 
 _encoder = msgspec.msgpack.Encoder()

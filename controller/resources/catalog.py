@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from controller.model.registry import Registry
 from controller.model.spec import Resource
 from controller.resources.api_session_certificates import API_SESSION_CERTIFICATES
@@ -55,5 +57,7 @@ INTERNAL: tuple[KindLayout, ...] = (KindLayout("mfa"), KindLayout("posture-state
                                     KindLayout("guess-counters"))
 
 
-def build_registry() -> Registry:
-    return Registry(RESOURCES, INTERNAL, ASSOCIATIONS)
+def build_registry(internal: Iterable[KindLayout] = ()) -> Registry:
+    """The registry of every resource kind and of the internal kinds above, with ``internal`` besides (the kinds
+    of parts that keep their own rows, such as the event log)."""
+    return Registry(RESOURCES, (*INTERNAL, *internal), ASSOCIATIONS)

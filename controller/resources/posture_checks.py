@@ -1,4 +1,9 @@
-"""Posture checks (six types on the ``typeId`` discriminator) and posture check types."""
+"""Posture checks (six types on the ``typeId`` discriminator) and posture check types.
+
+Every check may be ``reportOnly`` (default false): evaluated like any other and its failures reported as events
+(``posture`` ``wouldDeny``), but never refusing or revoking a session. Turning it off makes the check enforcing:
+like any write to a posture check, that re-evaluates every identity with a session before the write is answered.
+"""
 
 from __future__ import annotations
 
@@ -108,6 +113,9 @@ POSTURE_CHECKS = Resource(
     fields=(
         NAME,
         replace(ATTRIBUTES, filter=None),  # the reference does not filter checks by attributes; roleFilter does
+        # Tollgate's own: a report-only check is evaluated and its failures reported (events), never enforced.
+        # Clients of the reference spec leave it out, and get enforcing checks as before.
+        bool_field("reportOnly", default=False),
     ),
     variants=VARIANTS,
     role_attributes_path="posture-check-role-attributes",

@@ -32,6 +32,8 @@ from controller.cluster import AppliedWrite, ClusterNode
 from controller.data.domain import Domain
 from controller.data.freshness import AlwaysFresh, Freshness
 from controller.data.group_commit import Writer
+from controller.insight import EVENTS_KIND, EventHub, EventLog
+from controller.insight import LAYOUTS as EVENT_LAYOUTS
 from controller.maintenance.operations import DatabaseOperations
 from controller.model.registry import Registry
 from controller.model.spec import Change, Environment
@@ -64,7 +66,11 @@ class Controller:
         metrics: the controller's metrics when ``settings.metrics_address`` asks for them, else None.
         login_failures: where refused logins are counted (the metrics, or nowhere).
         cluster: this node's part of a cluster (``settings.etcd``), else None.
-        instance_id: this process's id, sent to clients in the ``ziti-instance-id`` header.
+        events_hub: where committed events are handed to the event file and the event streams (in a cluster, the
+            events of every node's writes, once this node's replica holds them).
+        event_log: the events every write records (None when ``settings.events`` is off).
+        instance_id: this process's id, sent to clients in the ``ziti-instance-id`` header (and the ``event_src_id``
+            of the events it records).
     """
 
     settings: Settings
@@ -88,6 +94,8 @@ class Controller:
     database: DatabaseOperations
     metrics: Metrics | None
     login_failures: LoginFailures
+    events_hub: EventHub
+    event_log: EventLog | None
     cluster: ClusterNode | None = None
     instance_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
@@ -97,7 +105,8 @@ class Controller:
         the services. With ``node`` (cluster mode, joined to its network: ``DATA_DIR/pki`` holds the network's PKI),
         the store is the node's replica and writes commit through it to etcd."""
         clock = clock or Clock()
-        registry = build_registry()
+        registry = build_registry(EVENT_LAYOUTS)
+        instance_id = str(uuid.uuid4())
         # The data directory holds the store, the PKI and the admin's credentials: private to this user.
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(settings.data_dir, 0o700)
@@ -123,8 +132,11 @@ class Controller:
                         observe_batch=metrics.batch_committed if metrics is not None else None,
                         step=node.commit if node is not None else None)
         hashing = PasswordHashing(in_thread=settings.worker_threads, max_concurrent=settings.max_concurrent_hashes)
+        events_hub = EventHub()
+        event_log = (EventLog(events_hub, keep=settings.events_keep, source_id=instance_id) if settings.events
+                     else None)
         domain = Domain(store, writer, registry, clock, env=Environment(network_ca_pem=pki.ca_pem, enrollments=jwts),
-                        hash_secret=hashing.hash)
+                        hash_secret=hashing.hash, journal=event_log)
         sessions = ApiSessions(domain, settings.effective_session_timeout, shared=node is not None)
         engine = PostureEngine(domain, sessions.identities, evaluate_posture=settings.evaluate_posture)
         throttles: Throttles
@@ -146,7 +158,7 @@ class Controller:
         if node is not None:
             # Other nodes' writes, once applied to the replica, reach the listeners as this node's own do.
             assert node.commit is not None
-            node.commit.subscribe(_publish_remote(domain))
+            node.commit.subscribe(_publish_remote(domain, event_log))
         if metrics is not None:
             metrics.collect_from(engine, sessions)
         sessions.restore()
@@ -156,7 +168,8 @@ class Controller:
                    throttles=throttles, mfa=MfaService(domain, sessions, engine, throttles, login_failures),
                    pki=pki, issuer=issuer, jwts=jwts, tls=tls, jwks=JwksCache(),
                    database=DatabaseOperations(domain, store_path, in_thread=settings.worker_threads),
-                   metrics=metrics, login_failures=login_failures, cluster=node)
+                   metrics=metrics, login_failures=login_failures, events_hub=events_hub, event_log=event_log,
+                   instance_id=instance_id, cluster=node)
 
     def is_admin(self, identity_id: str) -> bool:
         with self.domain.read() as ctx:
@@ -167,12 +180,17 @@ class Controller:
         self.store.close()
 
 
-def _publish_remote(domain: Domain) -> Callable[[AppliedWrite], None]:
-    """The feed listener that tells the domain's listeners of the changes other nodes made (this node's own writes
-    told them already)."""
+def _publish_remote(domain: Domain, event_log: EventLog | None) -> Callable[[AppliedWrite], None]:
+    """The feed listener that tells the domain's listeners of the changes other nodes made, and the event streams
+    of their events (this node's own writes told them already). A rebuilt replica's difference (no write id) holds
+    old events too: streams that missed some catch up from the store by id, as after a lag."""
     def listener(write: AppliedWrite) -> None:
-        if not write.local:
-            domain.publish(write.changes)
+        if write.local:
+            return
+        domain.publish(write.changes)
+        if event_log is not None and write.write_id:
+            event_log.replicated([(row_id, data) for (kind, row_id), data in write.rows.items()
+                                  if kind == EVENTS_KIND and data is not None])
 
     return listener
 

@@ -79,6 +79,18 @@ def _prefix(text: str) -> str:
     return text
 
 
+def _backups(value: int) -> int:
+    if value < 0:
+        raise click.BadParameter("must be 0 or more")
+    return value
+
+
+def _heartbeat(value: float) -> float:
+    if not value > 0:
+        raise click.BadParameter("must be a positive number of seconds")
+    return value
+
+
 def _checked(convert: Any) -> Any:
     """A click callback running ``convert`` on a given value (None stays None)."""
     return lambda ctx, param, value: None if value is None else convert(value)
@@ -112,6 +124,17 @@ def _checked(convert: Any) -> Any:
 @click.option("--metrics-address", metavar="HOST:PORT", default=None, callback=_checked(_host_port),
               help="serve GET /metrics (Prometheus text format, plain HTTP, no session needed) on this separate "
                    "listener; port 0 picks a free one (off: no metrics listener)")
+@click.option("--events-file", type=click.Path(path_type=Path), default=None,
+              help="write every event as a JSON line to this file, behind the engine (off: no file)")
+@click.option("--events-file-max-bytes", type=_Positive("bytes"), default=64 << 20,
+              help="rotate the event file at this size (64 MiB)")
+@click.option("--events-file-backups", type=int, default=5, callback=_checked(_backups),
+              help="rotated event files kept, FILE.1 the newest (5)")
+@click.option("--events-keep", type=_Positive("events"), default=10_000,
+              help="latest events the store keeps for GET /events, stream resumes and the file's catch-up (10000)")
+@click.option("--events-heartbeat", type=float, default=15.0, callback=_checked(_heartbeat),
+              help="seconds after which a quiet event stream sends a heartbeat comment (15)")
+@click.option("--no-events", is_flag=True, help="record no events (what benchmarks compare against)")
 @click.option("--log-level", type=click.Choice(_LEVELS, case_sensitive=False), default="INFO",
               help="log level (INFO)")
 @click.option("--etcd", metavar="URL[,URL...]", default=None, callback=_checked(_etcd_urls),
@@ -192,7 +215,10 @@ def _settings(options: Mapping[str, Any], environ: Mapping[str, str]) -> Setting
         evaluate_posture=not options["no_posture_evaluation"], server_key_type=options["server_key"],
         client_cert_days=options["cert_validity_days"], address=options["address"],
         max_connections=options["max_connections"], read_timeout=options["read_timeout"],
-        metrics_address=options["metrics_address"], etcd=options["etcd"] or (), etcd_ca=options["etcd_ca"],
+        metrics_address=options["metrics_address"], events=not options["no_events"],
+        events_keep=options["events_keep"], events_file=options["events_file"],
+        events_file_max_bytes=options["events_file_max_bytes"], events_file_backups=options["events_file_backups"],
+        events_heartbeat=options["events_heartbeat"], etcd=options["etcd"] or (), etcd_ca=options["etcd_ca"],
         etcd_cert=options["etcd_cert"], etcd_key=options["etcd_key"], etcd_prefix=options["etcd_prefix"],
         node_name=options["node_name"], lease_ttl=options["lease_ttl"],
         etcd_max_txn_ops=options["etcd_max_txn_ops"], etcd_max_request_bytes=options["etcd_max_request_bytes"],

@@ -48,6 +48,14 @@ class Settings:
         lease_ttl: seconds this node's lease lives without a keepalive (etcd's minimum is 2).
         etcd_max_txn_ops, etcd_max_request_bytes: etcd's ``--max-txn-ops`` and ``--max-request-bytes``, as its
             members are configured.
+        events: record events (``controller.insight``). Off, no write stores one and the event views are empty:
+            the switch benchmarks compare against.
+        events_keep: how many of the latest events the store keeps (``GET /events``, stream resumes, the event
+            file's catch-up after a restart).
+        events_file: where to write every event as a JSON line, behind the engine (None: no file).
+        events_file_max_bytes: size at which the event file is rotated.
+        events_file_backups: rotated event files kept (``PATH.1`` newest).
+        events_heartbeat: seconds of silence after which an event stream sends a heartbeat comment.
     """
 
     data_dir: Path = Path("data")
@@ -78,6 +86,12 @@ class Settings:
     lease_ttl: int = 3
     etcd_max_txn_ops: int = 128
     etcd_max_request_bytes: int = 1536 * 1024
+    events: bool = True
+    events_keep: int = 10_000
+    events_file: Path | None = None
+    events_file_max_bytes: int = 64 << 20
+    events_file_backups: int = 5
+    events_heartbeat: float = 15.0
 
     def address_for(self, port: int) -> str:
         """The controller's URL as endpoints reach it, once it listens on ``port``: ``address`` when given, else

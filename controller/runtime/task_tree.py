@@ -16,16 +16,18 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
 from urllib.parse import urlsplit
 
 import trio
 from hypercorn.config import Config
+from quart_trio import QuartTrio
 
 from controller.authentication.shared_throttles import SharedThrottles
 from controller.certificates import Pki
 from controller.cluster import ClusterConfig, ClusterNode, Limits, connect
 from controller.etcd import TlsFiles
+from controller.insight import EventFile, write_events_behind
+from controller.insight.event_log import TRIM_BATCH, latest_id, oldest_id
 from controller.runtime import memory
 from controller.runtime.bootstrap import BootstrapResult, bootstrap
 from controller.runtime.certificate_renewal import renew_server_certificate
@@ -82,20 +84,24 @@ def _signal_trigger() -> Iterator[Callable[[], Awaitable[None]]]:
 
 async def start_services(controller: Controller, nursery: trio.Nursery) -> BootstrapResult:
     """Start every service of ``controller`` in ``nursery`` (cancel it to stop them), in the order they need each
-    other: the writer (every write goes through it), the posture engine (it re-arms every persisted deadline); in
-    cluster mode the replica (caught up with etcd, or rebuilt from it, before bootstrap and serving) and the read
-    barrier; bootstrap (a new data directory's first rows; every start records itself; in cluster mode the
-    network is then marked initialised), API-session expiry, the database operations and the server certificate's
-    renewal. Returns what bootstrap did."""
+    other: the writer (every write goes through it), the event log's trim to ``--events-keep`` and the event file
+    (it resumes after the last event it holds), the posture engine (it re-arms every persisted deadline); in cluster
+    mode the replica (caught up with etcd, or rebuilt from it, before the event log's trim, bootstrap and serving)
+    and the read barrier; bootstrap (a new data directory's first rows; every start records itself; in cluster mode
+    the network is then marked initialised), API-session expiry, the database operations and the server
+    certificate's renewal. Returns what bootstrap did."""
     await nursery.start(controller.writer.run)
-    await nursery.start(controller.engine.run)
     cluster = controller.cluster
+    if cluster is None:
+        await _start_events(controller, nursery)
+    await nursery.start(controller.engine.run)
     if cluster is not None:
         # After the engine: catching up tells the listeners (the engine's too) of every change made meanwhile.
         assert cluster.replica is not None and cluster.freshness is not None
         await nursery.start(cluster.replica.run)
         await nursery.start(cluster.freshness.run)
         await cluster.freshness.wait_fresh()  # every write acknowledged before this start is here
+        await _start_events(controller, nursery)  # its trim is a write: on the replica once caught up
     result = await bootstrap(controller)
     if cluster is not None:
         await cluster.initialised()
@@ -105,6 +111,21 @@ async def start_services(controller: Controller, nursery: trio.Nursery) -> Boots
     await nursery.start(controller.database.run)
     await nursery.start(renew_server_certificate, controller)
     return result
+
+
+async def _start_events(controller: Controller, nursery: trio.Nursery) -> None:
+    settings, event_log = controller.settings, controller.event_log
+    if event_log is None:
+        return
+    with controller.store.read() as txn:
+        oldest, latest = oldest_id(txn), latest_id(txn)
+    if oldest is not None and oldest <= latest - event_log.keep - TRIM_BATCH:  # started with a smaller --events-keep
+        await controller.domain.write(event_log.trim)
+    if settings.events_file is not None:
+        events_file = EventFile(settings.events_file, max_bytes=settings.events_file_max_bytes,
+                                backups=settings.events_file_backups)
+        await nursery.start(functools.partial(write_events_behind, events_file, controller.store,
+                                              controller.events_hub, in_thread=settings.worker_threads))
 
 
 async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller, list[str]], None] | None = None,
@@ -172,7 +193,7 @@ async def _serve_node(settings: Settings, node: ClusterNode | None,
         log.info("controller stopped")
 
 
-async def _serve(controller: Controller, app: Any, config: Config,
+async def _serve(controller: Controller, app: QuartTrio, config: Config,
                  trigger: Callable[..., Awaitable[None]],
                  on_ready: Callable[[Controller, list[str]], None] | None, metrics: Metrics | None) -> None:
     """Serve ``app``, and ``metrics`` when given, until ``trigger`` returns and every in-flight request of either
@@ -182,6 +203,7 @@ async def _serve(controller: Controller, app: Any, config: Config,
 
     async def shutdown() -> None:
         await trigger()
+        controller.events_hub.close()  # open event streams end, so that the server can finish its requests
         stopping.set()  # the metrics listener stops with the APIs'
 
     async with trio.open_nursery() as web:

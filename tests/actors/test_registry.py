@@ -339,3 +339,17 @@ async def test_one_shot_fail_raises_in_the_receiver_unless_answered_first() -> N
         nursery.start_soon(receive)
         await trio.testing.wait_all_tasks_blocked()
         waiting.fail(KeyError("gone"))
+
+
+async def test_upcoming_lists_the_earliest_pending_deadlines(nursery: trio.Nursery,
+                                                            autojump_clock: trio.testing.MockClock) -> None:
+    registry, _ = await open_registry(nursery)
+    start = trio.current_time()
+    for key, after in (("c", 30), ("a", 10), ("b", 20), ("d", 40)):
+        registry.post(key, SetDeadline(start + after))
+    registry.arm("parked", start + 15)  # restored after a restart, its actor not running
+    await trio.testing.wait_all_tasks_blocked()
+    assert registry.upcoming(3) == [(start + 10, "a"), (start + 15, "parked"), (start + 20, "b")]
+    registry.post("a", SetDeadline(None))
+    await trio.sleep(16)  # "parked" fired; "a" was disarmed
+    assert registry.upcoming(10) == [(start + 20, "b"), (start + 30, "c"), (start + 40, "d")]

@@ -80,7 +80,8 @@ def test_a_file_reads_into_canonical_entities() -> None:
                                         "configs": ["web-intercept"], "tags": {}}
     assert model["posture-checks"]["mac"]["macAddresses"] == ["aa-bb-cc-dd-ee-ff"]
     assert model["posture-checks"]["mfa"] == {"name": "mfa", "typeId": "MFA", "roleAttributes": [],
-                                              "timeoutSeconds": -1, "promptOnWake": False, "promptOnUnlock": False,
+                                              "reportOnly": False, "timeoutSeconds": -1, "promptOnWake": False,
+                                              "promptOnUnlock": False,
                                               "ignoreLegacyEndpoints": False, "tags": {}}
     assert model["service-policies"]["dial-web"]["identityRoles"] == ["#staff", "@Default Admin", "@alice"]
     assert model["identities"]["alice"]["enroll"] == "ott"

@@ -20,8 +20,8 @@ from bench.identity_seeding import ensure_network, seed_mfa_identities
 from controller.runtime.composition import Controller
 from tests.bench.quick_result import check_targets, finite
 
-TARGETS = {"T3.decision_p99", "T3.decision_max", "T3.durable_p99", "T3.cpu", "T4.p99", "T4.cpu", "T4.memory",
-           "T5.restore"}
+TARGETS = {"T3.decision_p99", "T3.decision_max", "T3.durable_p99", "T3.cpu", "T3.events", "T4.p99", "T4.cpu",
+           "T4.memory", "T5.restore"}
 
 
 def test_quick_run_writes_every_target(tmp_path: Path) -> None:
@@ -33,12 +33,12 @@ def test_quick_run_writes_every_target(tmp_path: Path) -> None:
 
     rounds = result["rounds"]
     sides = {(r["part"], r["side"]) for r in rounds}
-    assert {("T3", "subject"), ("T3", "baseline"), ("T4", "subject"), ("T4", "memory"), ("T5", "subject"),
-            ("T5", "baseline")} <= sides
+    assert {("T3", "subject"), ("T3", "baseline"), ("T3", "quiet"), ("T4", "subject"), ("T4", "memory"),
+            ("T5", "subject"), ("T5", "baseline")} <= sides
     for part, count in (("T3", QUICK.rounds), ("T4", QUICK.t4_blocks), ("T5", QUICK.rounds)):
         assert len([r for r in rounds if r["part"] == part and r["side"] == "subject"]) == count, part
     for r in rounds:
-        if r["side"] == "subject" and r["part"] in ("T3", "T4"):
+        if r["side"] in ("subject", "quiet") and r["part"] in ("T3", "T4"):
             # Every measured deadline was decided and revoked exactly its identity's one Dial session.
             assert r["undecided"] == 0 and r["revoked"] == r["deadlines"], r
         if r["side"] == "subject" and r["part"] == "T5":

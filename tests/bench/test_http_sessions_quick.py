@@ -38,8 +38,9 @@ def test_sessions_quick(tmp_path: Path) -> None:
     path = tmp_path / "sessions.json"
     assert main(["sessions", "--quick", "--json", str(path)]) == 0
     result = json.loads(path.read_text())
-    _check_shape(result, "sessions", {"T7.decisions", "T7.services", "T8"})
+    _check_shape(result, "sessions", {"T7.decisions", "T7.services", "T8", "T9"})
     measured = {(r["server"], r["measure"]) for r in result["rounds"]}
     assert {("large", "POST /sessions"), ("large", "GET /current-identity"), ("medium", "GET /services"),
-            ("bare-on", "POST /sessions"), ("bare-off", "POST /sessions")} <= measured
+            ("bare-on", "POST /sessions"), ("bare-off", "POST /sessions"), ("large", "POST /sessions (T9)"),
+            ("large-quiet", "POST /sessions (T9)")} <= measured
     assert all(r["requests"] > 0 and r["failed"] == 0 for r in result["rounds"])

@@ -3,6 +3,7 @@ the feed of applied writes), batches split within etcd's limits, and lost answer
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -16,6 +17,8 @@ from controller.cluster import AppliedWrite
 from controller.data.commit_step import ConditionFailed
 from controller.errors import ApiError
 from controller.etcd import Compare, CompareOp, CompareTarget, EtcdClient, Op, OutcomeUnknown, Put, TxnResult
+from controller.insight import kept_events
+from controller.model.events import MFA, Event
 from controller.runtime.composition import Controller
 from tests.cluster.etcd_cluster import EtcdCluster
 from tests.support import make_settings, serving
@@ -151,3 +154,55 @@ async def test_a_write_whose_answer_was_lost_is_settled_by_looking(etcd: EtcdClu
         with a.domain.read() as ctx:
             names = [r["name"] for r in ctx.txn.scan("services") if r["id"] not in before]
         assert names == [row["name"]]
+
+
+def kept(controller: Controller) -> list[tuple[int, bytes]]:
+    with controller.store.read() as txn:
+        return [(event.id, event.data) for event in kept_events(txn)]
+
+
+async def test_events_travel_with_their_writes_and_keep_one_order(etcd: EtcdCluster, prefix: str,
+                                                                  tmp_path: Path) -> None:
+    """Writes on two nodes at once: every node keeps the same events, numbered one after the other with no gap and
+    no id twice; a node's event stream shows the other node's events; the log's trim (one range delete) reaches
+    every replica."""
+    async with node(etcd, prefix, tmp_path, "a", events_keep=1) as a, node(etcd, prefix, tmp_path, "b",
+                                                                           events_keep=1) as b:
+        created: list[str] = []
+
+        async def create(on: Controller) -> None:
+            created.append(str((await create_service(on))["id"]))
+
+        with b.events_hub.subscribe() as streamed:
+            async with trio.open_nursery() as nursery:
+                for index in range(20):
+                    nursery.start_soon(create, a if index % 2 else b)
+            with trio.fail_after(10):
+                await a.freshness.wait_fresh()
+                await b.freshness.wait_fresh()
+            seen = kept(a)
+            assert seen == kept(b)
+            ids = [event_id for event_id, _ in seen]
+            assert ids == list(range(ids[0], ids[0] + len(ids)))
+            changed = [json.loads(data) for _, data in seen]
+            services = [event["entityId"] for event in changed
+                        if event.get("entityType") == "services" and event["event_type"] == "created"]
+            assert sorted(services) == sorted(created)
+            from_a = {event["entityId"] for event in changed if event["event_src_id"] == a.instance_id
+                      and event.get("entityType") == "services"}
+            assert len(from_a) == 10
+            wanted = {event_id for event_id, data in seen if json.loads(data)["event_src_id"] == a.instance_id
+                      and json.loads(data).get("entityType") == "services"}
+            streamed_ids: set[int] = set()
+            with trio.fail_after(10):
+                while not wanted <= streamed_ids:
+                    streamed_ids |= {event.id for event in await streamed.receive()}
+
+        # 300 events in one write take the log past keep + one trim batch: the write deletes every older row.
+        await a.domain.record(*[Event(MFA, "failed", {"identity_id": "x", "api_session_id": "y",
+                                                      "operation": "verify", "reason": "MFA_INVALID_TOKEN",
+                                                      "locked_out": False}) for _ in range(300)])
+        with trio.fail_after(10):
+            await b.freshness.wait_fresh()
+        trimmed = kept(a)
+        assert trimmed == kept(b) and trimmed[0][0] > ids[-1] and len(trimmed) == 300

@@ -63,6 +63,16 @@ def test_flags_and_environment_map_to_settings() -> None:
     assert settings.evaluate_posture is True
 
 
+def test_event_flags_map_to_settings() -> None:
+    settings, _ = parse_settings(["serve", "--events-file", "/var/log/tg/events.jsonl", "--events-file-max-bytes",
+                                  "1000", "--events-file-backups", "0", "--events-keep", "50",
+                                  "--events-heartbeat", "2.5"], environ={})
+    assert (settings.events, settings.events_file, settings.events_file_max_bytes, settings.events_file_backups,
+            settings.events_keep, settings.events_heartbeat) == (True, Path("/var/log/tg/events.jsonl"), 1000, 0,
+                                                                 50, 2.5)
+    assert parse_settings(["serve", "--no-events"], environ={})[0].events is False
+
+
 def test_posture_evaluation_switch() -> None:
     settings, _ = parse_settings(["serve", "--no-posture-evaluation"], environ={})
     assert settings.evaluate_posture is False

@@ -255,7 +255,8 @@ def test_a_session_request_passing_posture_is_granted() -> None:
     state = run(IdentityState("i1"), PostureReported("s1", (GOOD_MAC,)), now=T0).state
     first, again = request("s1", "mac-svc"), request("s1", "mac-svc")
     t = run(state, first, again, now=T0 + 1)
-    # One grant for both requests of the same API session, service and type; created by the shell.
+    # One grant for both requests of the same API session, service and type; created by the shell (its event is
+    # the session's creation).
     assert t.grants == [Grant(first, ["p_mac"], [first.reply, again.reply])]
     assert t.durable and t.replies == [] and t.revoke == []
 

@@ -276,7 +276,8 @@ def test_plan_refusal_names_every_failing_check_of_every_policy() -> None:
     data, _ = apply_response(PostureData(), {"id": "d", "typeId": "DOMAIN", "domain": "CORP"}, T0)
     state = MfaState(passed_mfa_at=T0)
     assert plan.passing(data, state, T0 + 60) == ([], True)
-    cause, failures = plan.refusal(data, state, T0 + 60)
+    verdicts = plan.evaluate(data, state, T0 + 60)[2]
+    cause, failures = plan.refusal(plan.failing(verdicts, data, state, T0 + 60))
     assert cause == {
         "message": "Failed to pass posture checks for service policies: [p2 p1]",
         "data": {"p2": [{"id": "mfa", "typeId": "MFA", "isPassing": False}],

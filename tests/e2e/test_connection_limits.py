@@ -67,7 +67,7 @@ async def serving(data_dir: Path, *flags: str) -> AsyncIterator[Server]:
     settings, _ = parse_settings(["serve", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--port", "0",
                                   "--no-tls", *flags], environ={"TOLLGATE_ADMIN_PASSWORD": ADMIN_PASSWORD})
     settings = replace(settings, worker_threads=False, durable=False)
-    with trio.fail_after(10):
+    with trio.fail_after(60):  # a server that hangs fails the test instead of hanging it
         async with serving_controller(settings) as (_, urls):
             port = urlsplit(urls[0]).port
             assert port is not None
@@ -207,20 +207,23 @@ async def test_silence_outside_a_request_closes_the_connection_after_the_read_ti
     async with serving(tmp_path, "--read-timeout", str(READ_TIMEOUT), "--max-connections", "2") as server:
         connection = h11.Connection(h11.CLIENT)
         request = _request_bytes(connection)
+        # Each connection's silence starts, for the server, at some instant after the one noted here (its accept,
+        # its answer's last byte): the read timeout is counted from a time no earlier than this.
+        cut_short_silent_from = trio.current_time()
         cut_short = await server.connect()
         await cut_short.send_all(request[:20])  # the request line, cut short
         idle = await server.connect()
+        idle_silent_from = trio.current_time()
         assert await get_version(idle) == 200
-        silent_from = trio.current_time()
 
-        async def closed(stream: trio.SocketStream) -> None:
+        async def closed(stream: trio.SocketStream, silent_from: float) -> None:
             with trio.fail_after(READ_TIMEOUT + PROMPTLY):
                 assert await closed_by_server(stream) == b""
             assert trio.current_time() - silent_from >= READ_TIMEOUT * 0.9
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(closed, cut_short)
-            nursery.start_soon(closed, idle)
+            nursery.start_soon(closed, cut_short, cut_short_silent_from)
+            nursery.start_soon(closed, idle, idle_silent_from)
         await trio.testing.wait_all_tasks_blocked(cushion=0.01)
         for _ in range(2):
             assert await get_version(await server.connect()) == 200

@@ -200,7 +200,7 @@ async def test_meta_lists_the_filterable_fields(admin: Api) -> None:
             "authPolicyId", "isAdmin", "isDefaultAdmin"} <= fields
     reply = await admin.get("/posture-checks")
     assert set(reply.body["meta"]["filterableFields"]) == {
-        "id", "createdAt", "updatedAt", "tags", "isSystem", "name", "promptOnWake", "promptOnUnlock"}
+        "id", "createdAt", "updatedAt", "tags", "isSystem", "name", "reportOnly", "promptOnWake", "promptOnUnlock"}
 
 
 @pytest.mark.parametrize(("filter_text", "message"), [

@@ -1,0 +1,187 @@
+"""Seeing why, on the Management API (administrators only; our own operations, in our OpenAPI document):
+
+* ``GET /events``: the kept events (``--events-keep``), filtered by ``type``, ``identity``, ``service``, ``since``
+  and ``until``, a page at a time by id (``after`` / ``before``, ``limit``);
+* ``GET /events/stream``: the same events live, as Server-Sent Events (``id:`` the event id, ``data:`` the event's
+  JSON); a client that comes back with ``Last-Event-ID`` first gets the kept events after it (a ``gap`` event names
+  any that are no longer kept), and a comment line keeps a quiet stream alive every ``--events-heartbeat`` seconds.
+  The stream runs in its request's own task and ends when the controller stops or the caller's API session ends;
+* ``GET /identities/{id}/access/{serviceId}``: why the identity can or cannot use the service now
+  (``controller/insight/access_explained.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import trio
+from quart import Blueprint, Response, request
+
+from controller.authentication import API_SESSIONS
+from controller.errors import ApiError, field_cause, not_found
+from controller.insight import EventFilter, KeptEvent, Lagged, latest_id, page, paging_numbers
+from controller.insight.access_explained import explain_access
+from controller.insight.catalog import ACCESS_EXPLANATION, EVENT
+from controller.insight.event_log import read_after
+from controller.runtime.composition import Controller
+from web.envelope import ok
+from web.guards import Access, current_session
+from web.route_table import RouteGroup, Routes
+
+__all__ = ["register"]
+
+_CATCH_UP_BATCH = 500
+_STRING: dict[str, Any] = {"type": "string"}
+_FILTERS: dict[str, dict[str, Any]] = {
+    "type": {**_STRING, "description": "namespaces (access) or types (access.revoked), comma-separated"},
+    "identity": {**_STRING, "description": "events about this identity (id)"},
+    "service": {**_STRING, "description": "events about this service (id)"},
+    "since": {**_STRING, "format": "date-time", "description": "at or after this instant"},
+    "until": {**_STRING, "format": "date-time", "description": "before this instant"},
+}
+_PAGING: dict[str, dict[str, Any]] = {
+    "after": {"type": "integer", "description": "the first events after this id, oldest first"},
+    "before": {"type": "integer", "description": "the last events before this id (default: the newest)"},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "events per page (100)"},
+}
+
+
+def _filter() -> EventFilter:
+    args = request.args
+    return EventFilter.parse({"type": ",".join(args.getlist("type")), **{
+        name: args.get(name) for name in ("identity", "service", "since", "until")}})
+
+
+def _resume_id() -> int | None:
+    value = request.headers.get("Last-Event-ID") or request.args.get("lastEventId")
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("Last-Event-ID", "must be an event id", value)) from None
+    if number < 0:
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("Last-Event-ID", "must be an event id", value))
+    return number
+
+
+def _frame(event: KeptEvent) -> bytes:
+    return b"id: %d\ndata: %s\n\n" % (event.id, event.data)
+
+
+async def _stream(controller: Controller, wanted: EventFilter, resume: int | None,
+                  api_session_id: str) -> AsyncIterator[bytes]:
+    """The event stream's body (see the module docstring)."""
+    store, heartbeat = controller.store, controller.settings.events_heartbeat
+
+    def catch_up(last: int) -> tuple[list[bytes], int]:
+        frames: list[bytes] = []
+        while True:
+            with store.read() as txn:
+                batch = read_after(txn, last, _CATCH_UP_BATCH)
+            if not batch:
+                return frames, last
+            if batch[0].id != last + 1:
+                gap = {"firstMissing": last + 1, "lastMissing": batch[0].id - 1}
+                frames.append(b"event: gap\ndata: %s\n\n" % msgspec.json.encode(gap))
+            frames.extend(_frame(event) for event in batch if wanted.matches(event.fields))
+            last = batch[-1].id
+
+    with controller.events_hub.subscribe() as subscription:
+        with store.read() as txn:
+            latest = latest_id(txn)
+        last = latest if resume is None or resume > latest else resume
+        frames, last = catch_up(last)
+        yield b": tollgate events\nretry: 2000\n\n" + b"".join(frames)
+        while True:
+            batch: list[KeptEvent] | None = None
+            lagged = False
+            with trio.move_on_after(heartbeat):
+                try:
+                    batch = await subscription.receive()
+                except Lagged:
+                    lagged = True
+            if lagged:  # fell further behind than the subscription holds: the store has what it missed
+                frames, last = catch_up(last)
+                if frames:
+                    yield b"".join(frames)
+                continue
+            if controller.sessions.get(api_session_id) is None:
+                return  # the caller's API session ended: so does what it was shown
+            if batch is None:
+                yield b": heartbeat\n\n"
+                continue
+            if not batch:
+                return  # the controller is stopping
+            fresh = [event for event in batch if event.id > last]
+            if fresh and fresh[0].id != last + 1:
+                frames, last = catch_up(last)
+                fresh = [event for event in fresh if event.id > last]
+            else:
+                frames = []
+            frames.extend(_frame(event) for event in fresh if wanted.matches(event.fields))
+            if fresh:
+                last = fresh[-1].id
+            if frames:
+                yield b"".join(frames)
+
+
+def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
+    """Add the event and access-explanation operations to the management blueprint."""
+    group = RouteGroup(routes, bp, "management", tag="Events", access=Access.ADMIN)
+    domain = controller.domain
+
+    async def list_events() -> Response:
+        wanted = _filter()
+        after, before, limit = paging_numbers(request.args)
+        with controller.store.read() as txn:
+            found = page(txn, wanted, after=after, before=before, limit=limit)
+        return ok([msgspec.Raw(event.data) for event in found.events], found.meta(limit))
+
+    async def stream_events() -> Response:
+        wanted = _filter()
+        resume = _resume_id()
+        body = _stream(controller, wanted, resume, current_session().id)
+        response = Response(body, mimetype="text/event-stream",
+                            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        response.timeout = None  # a stream lasts as long as its client listens
+        return response
+
+    async def explain(id: str, serviceId: str) -> Response:
+        with domain.read() as ctx:
+            identity = ctx.txn.get("identities", id)
+            service = ctx.txn.get("services", serviceId)
+        if identity is None:
+            raise not_found("identity", id)
+        if service is None:
+            raise not_found("service", serviceId)
+        state = await controller.posture.state(id)
+        wanted = request.args.get("apiSessionId") or None
+        with domain.read() as ctx:
+            api_sessions = ctx.txn.get_many(API_SESSIONS, ctx.txn.ids_by_ref(API_SESSIONS, "identityId", id))
+            try:
+                data = explain_access(ctx, controller.store, identity, service, state, api_sessions, wanted, ctx.now,
+                                      evaluate_posture=controller.settings.evaluate_posture)
+            except LookupError:
+                raise not_found("apiSession", str(wanted)) from None
+        return ok(data)
+
+    group.add("GET", "/events", "listEvents", list_events, query={**_FILTERS, **_PAGING},
+              summary="The kept events, filtered and paged by id (oldest first in each page; meta: limit, more, "
+                      "latestEventId, oldestEventId)",
+              data={"type": "array", "items": EVENT})
+    group.add("GET", "/events/stream", "streamEvents", stream_events,
+              query={**_FILTERS, "lastEventId": {"type": "integer", "description": "as the Last-Event-ID header"}},
+              headers={"Last-Event-ID": {"type": "integer",
+                                         "description": "resume after this event (Server-Sent Events)"}},
+              summary="The events as they happen, as Server-Sent Events: 'id:' the event id, 'data:' its JSON; "
+                      "resumes after Last-Event-ID from the kept events; a comment line every heartbeat",
+              produces="text/event-stream", raw=True, data={"type": "string"})
+    group.add("GET", "/identities/{id}/access/{serviceId}", "explainIdentityAccess", explain, tag="Identity",
+              query={"apiSessionId": {**_STRING, "description": "the API session whose MFA state counts (default: "
+                                                                "the identity's newest)"}},
+              summary="Why the identity can or cannot dial or bind the service now: the policies, checks and "
+                      "verdicts a session request would get, the next change, and what to do",
+              data=ACCESS_EXPLANATION)
