@@ -16,6 +16,7 @@ import time
 from quart import Blueprint, Response, g, request
 from quart_trio import QuartTrio
 
+from controller.cluster.forwarding import FORWARD_PATH, SIGNATURE_HEADER, RoutedPosture
 from controller.data.freshness import AlwaysFresh
 from controller.errors import ApiError
 from controller.runtime.composition import VERSION, Controller
@@ -140,4 +141,22 @@ def create_app(controller: Controller) -> QuartTrio:
     app.register_blueprint(management)
     app.register_blueprint(client)
     app.register_blueprint(console_blueprint(controller))
+    if controller.cluster is not None and controller.cluster.router is not None:
+        app.register_blueprint(_forwarding_blueprint(controller.cluster.router))
     return app
+
+
+def _forwarding_blueprint(router: RoutedPosture) -> Blueprint:
+    """The cluster's internal channel: identity-actor calls forwarded by the other nodes of the network
+    (``controller/cluster/forwarding.py``). Not part of either API (no OpenAPI operation, no session): a request
+    not signed by a node of the network is refused before anything is read from it."""
+    internal = Blueprint("internal", __name__)
+
+    async def forwarded() -> Response:
+        body = await request.get_data(cache=False, as_text=False)
+        assert isinstance(body, bytes)
+        status, answer = await router.serve(request.headers.get(SIGNATURE_HEADER), body)
+        return Response(answer, status=status, content_type="application/json")
+
+    internal.add_url_rule(FORWARD_PATH, "forwarded", forwarded, methods=["POST"])
+    return internal

@@ -180,13 +180,13 @@ class ReplicatedCommit:
     async def _attempt(self, items: Sequence[Queued], deadline: float) -> dict[int, Outcome]:
         """Run ``items`` once on the replica and try to commit them; the outcomes settled (by position). Those left
         out run again: another node wrote first, or a txn before theirs failed."""
-        conditions = [_conditions(item) for item in items]
         txn, raw = await self._begin(record=True)
         try:
             outcomes, broken = await apply_yielding(self._store, txn, [item.mutation for item in items])
         except BaseException:
             await self._end(raw, commit=False)
             raise
+        conditions = [_conditions(item) for item in items]  # complete once each mutation has begun
         if broken is not None:
             await self._end(raw, commit=False)
             return {i: Outcome(error=broken) for i in range(len(items))}

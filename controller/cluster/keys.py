@@ -10,6 +10,7 @@
     PREFIX pki                    the network's CA key and certificate, the shared server key, the enrolment-token key
     PREFIX members/live/NAME      a node while its lease lives: name, addresses, start time, certificate
     PREFIX members/known/NAME     every node that ever joined (no lease): name and when it first joined
+    PREFIX owners/NNN             the node hosting the identity actors of virtual shard NNN, held with its lease
 
 Only ``d/`` is replicated into every node's LMDB replica; indexes and memos are rebuilt there from the rows. The
 rest is read by the nodes directly.
@@ -75,6 +76,7 @@ class NetworkKeys:
         self.members = raw + b"members/"
         self.live = self.members + b"live/"
         self.known = self.members + b"known/"
+        self.owners = raw + b"owners/"
 
     def row(self, kind: str, row_id: str) -> bytes:
         return self._rows + f"{kind}/{row_id}".encode()
@@ -98,3 +100,13 @@ class NetworkKeys:
 
     def known_member(self, name: str) -> bytes:
         return self.known + name.encode()
+
+    def owner(self, shard: int) -> bytes:
+        return self.owners + f"{shard:03d}".encode()
+
+    def shard_of_owner_key(self, key: bytes) -> int | None:
+        """The shard an ``owners/`` key names (None for any other key)."""
+        if not key.startswith(self.owners):
+            return None
+        tail = key[len(self.owners):]
+        return int(tail) if tail.isdigit() else None

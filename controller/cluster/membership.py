@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import msgspec
@@ -74,6 +74,19 @@ class Membership:
         self._record: NodeRecord | None = None
         self._live: dict[str, NodeRecord] = {}
         self._known: dict[str, NodeRecord] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (quick, never blocking) whenever the live nodes or this node's lease change."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
+
+    def live(self) -> dict[str, NodeRecord]:
+        """The nodes whose lease lives now, by name."""
+        return dict(self._live)
 
     @property
     def lease_id(self) -> int:
@@ -126,6 +139,7 @@ class Membership:
         while True:
             try:
                 self.keeper = await LeaseKeeper.grant(self._etcd, self._ttl)
+                self._changed()
                 await self._announce()
                 status, started = (trio.TASK_STATUS_IGNORED if started else task_status), True
                 await self.keeper.run(task_status=status)  # returns only by raising
@@ -146,6 +160,7 @@ class Membership:
                 for kv in found.kvs:
                     self._note(kv.key, kv.value, live, known)
                 self._live, self._known = live, known
+                self._changed()
                 async with self._etcd.watch(self._keys.members, prefix=True,
                                             start_revision=found.header.revision + 1,
                                             unavailable_timeout=math.inf) as watch:
@@ -155,6 +170,7 @@ class Membership:
                                 self._forget(event.kv.key)
                             else:
                                 self._note(event.kv.key, event.kv.value, self._live, self._known)
+                        self._changed()
             except Compacted:
                 continue
             except EtcdError as error:

@@ -23,13 +23,16 @@ import trio
 from controller.certificates import Pki
 from controller.certificates.pki import SERVER_KEY_TYPES
 from controller.cluster.commit import ReplicatedCommit
+from controller.cluster.forwarding import RoutedPosture, forwarding_key
 from controller.cluster.freshness import ReadIndexBarrier
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.membership import Membership, NodeRecord
 from controller.cluster.network import InitClaim, Joined, install_pki, join_network
+from controller.cluster.ownership import ShardOwnership
 from controller.cluster.replica import ReplicaService
 from controller.cluster.shipments import Limits
 from controller.etcd import EtcdClient, EtcdError, TlsFiles, Unavailable
+from controller.posture.service import PostureService
 from storage.layout import KindLayout
 from storage.store import Store
 
@@ -110,6 +113,8 @@ class ClusterNode:
         self.commit: ReplicatedCommit | None = None
         self.replica: ReplicaService | None = None
         self.freshness: ReadIndexBarrier | None = None
+        self.ownership: ShardOwnership | None = None
+        self.router: RoutedPosture | None = None
 
     async def join(self, pki_dir: Path, sans: Sequence[str], server_key_type: str) -> Pki:
         """Join the network, initialising it if nobody has, and install its PKI in ``pki_dir`` with this node's
@@ -142,7 +147,15 @@ class ClusterNode:
                                        node=self.name or self.instance, limits=self.config.limits)
         self.replica = ReplicaService(self.etcd, self.keys, self.commit, layouts, durable=durable)
         self.freshness = ReadIndexBarrier(self.etcd, self.keys, self.commit)
+        self.ownership = ShardOwnership(self.etcd, self.keys, self.membership, self.freshness)
         return store
+
+    def route_posture(self, engine: PostureService, token_key: bytes, ca_pem: bytes) -> RoutedPosture:
+        """The posture service of this node: ``engine`` for the identities it owns, the owners for the others."""
+        assert self.ownership is not None, "open the replica first"
+        self.router = RoutedPosture(engine, self.ownership, self.membership, forwarding_key(token_key),
+                                    within=2 * self.config.lease_ttl + 5.0, ca_pem=ca_pem)
+        return self.router
 
     async def initialised(self) -> None:
         """The first bootstrap is durable: mark the network initialised (a no-op on a node that joined)."""
@@ -150,14 +163,17 @@ class ClusterNode:
             await self._claim.finish(self.etcd, self.keys, self.instance)
             self._claim = None
 
-    async def announce(self, host: str, port: int, address: str, pki: Pki) -> None:
-        """This node serves at ``address`` (its API bound to ``host``:``port``): name it (``HOST:PORT`` unless
-        told its name) and put its membership record."""
+    async def announce(self, host: str, port: int, address: str, internal: str, pki: Pki) -> None:
+        """This node serves at ``address`` (its API bound to ``host``:``port``, which the other nodes reach at
+        ``internal``): name it (``HOST:PORT`` unless told its name), put its membership record, and let it claim
+        shards."""
         if not self.name:
             self.name = f"{host}:{port}"
         if self.commit is not None:
             self.commit.node = self.name
-        await self.membership.join(NodeRecord(name=self.name, address=address, internal_address=address,
+        if self.ownership is not None:
+            self.ownership.name = self.name
+        await self.membership.join(NodeRecord(name=self.name, address=address, internal_address=internal,
                                               started_at=self.started_at, joined_at=time.time(),
                                               cert_pem=pki.server_cert_pem.decode("ascii"),
                                               fingerprint=pki.server_cert_sha1))

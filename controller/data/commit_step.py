@@ -38,7 +38,8 @@ class Queued(Protocol):
     def mutation(self) -> Mutation: ...
 
     @property
-    def conditions(self) -> tuple[object, ...]: ...
+    def conditions(self) -> Sequence[object]:
+        """Read once the mutation has run (a posted write may still gather them until then)."""
 
 
 class ConditionFailed(Exception):

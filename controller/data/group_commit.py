@@ -41,7 +41,7 @@ class _Request(OneShot[Outcome]):
     __slots__ = ("conditions", "mutation", "on_commit")
 
     def __init__(self, mutation: Mutation, on_commit: Callable[[], object] | None,
-                 conditions: tuple[object, ...] = ()) -> None:
+                 conditions: Sequence[object] = ()) -> None:
         super().__init__()
         self.mutation = mutation
         self.on_commit = on_commit
@@ -54,7 +54,7 @@ class _Posted(_Request):
     __slots__ = ("on_done",)
 
     def __init__(self, mutation: Mutation, on_commit: Callable[[], object] | None,
-                 on_done: Callable[[Outcome], None], conditions: tuple[object, ...] = ()) -> None:
+                 on_done: Callable[[Outcome], None], conditions: Sequence[object] = ()) -> None:
         super().__init__(mutation, on_commit, conditions)
         self.on_done = on_done
 
@@ -136,9 +136,11 @@ class Writer:
         batch holding it has committed (or failed); ``on_commit`` runs before, as for :meth:`submit`.
 
         Never blocks: the callers (the identity actors) bound what they post themselves, one write pending per
-        identity at most, so this queue cannot grow beyond the live identities.
+        identity at most, so this queue cannot grow beyond the live identities. ``conditions`` are read when the
+        batch holding the mutation runs it: a poster may add to the list it passed until its mutation begins (the
+        identity actors' writes gather their owners' fences so).
         """
-        self._send.send_nowait(_Posted(mutation, on_commit, on_done, tuple(conditions)))
+        self._send.send_nowait(_Posted(mutation, on_commit, on_done, conditions))
 
     def _take(self, first: _Request | None) -> list[_Request]:
         batch = [] if first is None else [first]

@@ -51,12 +51,13 @@ class Flush:
     """One queued write for every identity write (:class:`StepWrite`) queued since the last one began: identities
     write together, in one mutation of one group commit."""
 
-    __slots__ = ("begun", "engine", "writes")
+    __slots__ = ("begun", "conditions", "engine", "writes")
 
     def __init__(self, engine: WriteOwner) -> None:
         self.engine = engine
         self.writes: list[StepWrite] = []
         self.begun = False
+        self.conditions: list[object] = []  # in a cluster, the fences of the owners of its identities
 
     def __call__(self, ctx: WriteContext) -> None:
         self.begun = True

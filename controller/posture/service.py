@@ -9,7 +9,23 @@ from typing import Any, Protocol
 
 from controller.posture.state import IdentityState
 
-__all__ = ["PostureService"]
+__all__ = ["Moved", "Ownership", "PostureService"]
+
+
+class Moved(Exception):
+    """The identity's actor is no longer hosted here (its shard went to another node of the cluster): what asked it
+    asks the owner instead."""
+
+
+class Ownership(Protocol):
+    """Which identities a cluster node's engine hosts (``controller.cluster`` gives it; a single node hosts every
+    identity and has none)."""
+
+    def owns(self, identity_id: str) -> bool:
+        """Whether this node hosts the identity's actor now."""
+
+    def fence(self, identity_id: str) -> Sequence[object]:
+        """The conditions under which a write of the identity's actor may commit: this node still owns it."""
 
 
 class PostureService(Protocol):

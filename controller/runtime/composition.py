@@ -122,8 +122,8 @@ class Controller:
             pki = ensure_pki(settings.data_dir / "pki", settings.sans,
                              server_key_type=settings.server_key_type if node is None else node.server_key_type)
             issuer = Issuer.from_pki(pki, client_validity=timedelta(days=settings.client_cert_days))
-            jwts = EnrollmentJwts(TokenSigner.from_pki(pki), settings.address_for(settings.port),
-                                  load_token_key(settings.data_dir / "pki" / "enrollment-tokens.key"))
+            token_key = load_token_key(settings.data_dir / "pki" / "enrollment-tokens.key")
+            jwts = EnrollmentJwts(TokenSigner.from_pki(pki), settings.address_for(settings.port), token_key)
         except BaseException:
             store.close()
             raise
@@ -138,7 +138,13 @@ class Controller:
         domain = Domain(store, writer, registry, clock, env=Environment(network_ca_pem=pki.ca_pem, enrollments=jwts),
                         hash_secret=hashing.hash, journal=event_log)
         sessions = ApiSessions(domain, settings.effective_session_timeout, shared=node is not None)
-        engine = PostureEngine(domain, sessions.identities, evaluate_posture=settings.evaluate_posture)
+        ownership = node.ownership if node is not None else None
+        engine = PostureEngine(domain, sessions.identities, evaluate_posture=settings.evaluate_posture,
+                               ownership=ownership)
+        posture: PostureService = engine
+        if node is not None and ownership is not None:
+            ownership.host = engine
+            posture = node.route_posture(engine, token_key, pki.ca_pem)
         throttles: Throttles
         if node is None:
             throttles = GuessThrottles(failed_logins=sessions.failed_logins)
@@ -163,9 +169,9 @@ class Controller:
             metrics.collect_from(engine, sessions)
         sessions.restore()
         return cls(settings=settings, clock=clock, registry=registry, store=store, writer=writer, domain=domain,
-                   hashing=hashing, sessions=sessions, engine=engine, posture=engine,
+                   hashing=hashing, sessions=sessions, engine=engine, posture=posture,
                    freshness=node.freshness if node is not None and node.freshness is not None else AlwaysFresh(),
-                   throttles=throttles, mfa=MfaService(domain, sessions, engine, throttles, login_failures),
+                   throttles=throttles, mfa=MfaService(domain, sessions, posture, throttles, login_failures),
                    pki=pki, issuer=issuer, jwts=jwts, tls=tls, jwks=JwksCache(),
                    database=DatabaseOperations(domain, store_path, in_thread=settings.worker_threads),
                    metrics=metrics, login_failures=login_failures, events_hub=events_hub, event_log=event_log,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from urllib.parse import urlsplit
@@ -105,6 +106,10 @@ async def start_services(controller: Controller, nursery: trio.Nursery) -> Boots
     result = await bootstrap(controller)
     if cluster is not None:
         await cluster.initialised()
+    if cluster is not None:
+        assert cluster.ownership is not None and cluster.router is not None
+        await nursery.start(cluster.router.run)
+        await nursery.start(cluster.ownership.run)  # it claims shards once this node is announced
     await nursery.start(controller.sessions.run)
     if isinstance(controller.throttles, SharedThrottles):
         await nursery.start(controller.throttles.run)
@@ -222,7 +227,7 @@ async def _serve(controller: Controller, app: QuartTrio, config: Config,
             controller.jwts.address = controller.settings.address_for(port)
             if controller.cluster is not None:
                 await controller.cluster.announce(controller.settings.host, port, controller.jwts.address,
-                                                  controller.pki)
+                                                  _reachable(urls[0]), controller.pki)
         if on_ready is not None:
             on_ready(controller, urls)
         else:
@@ -235,6 +240,14 @@ async def _serve(controller: Controller, app: QuartTrio, config: Config,
             if metrics is not None:
                 print(f"Metrics:        {metrics.url}", flush=True)
         log.info("controller started", extra={"urls": urls, "metrics": metrics.url if metrics is not None else None})
+
+
+def _reachable(url: str) -> str:
+    """``url`` as other hosts reach it: a wildcard host becomes this host's name."""
+    parts = urlsplit(url)
+    if parts.hostname in ("0.0.0.0", "::", None):
+        return parts._replace(netloc=f"{socket.getfqdn()}:{parts.port}").geturl()
+    return url
 
 
 def run(settings: Settings) -> None:
