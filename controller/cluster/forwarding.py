@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import math
 import ssl
 import time
@@ -40,6 +41,8 @@ from controller.posture.service import Moved, PostureService
 from controller.posture.state import IdentityState, decode_state, encode_state
 
 __all__ = ["FORWARD_PATH", "SIGNATURE_HEADER", "SKEW", "RoutedPosture", "forwarding_key"]
+
+log = logging.getLogger("tollgate.cluster")
 
 FORWARD_PATH = "/edge/internal/v1/posture"  # under /edge: no legacy-path rewrite (web/legacy_paths.py)
 SIGNATURE_HEADER = "X-Tollgate-Forward"
@@ -142,10 +145,10 @@ class RoutedPosture:
             else:
                 holder = ownership.holder(identity_id)
                 record = self._membership.live().get(holder) if holder is not None else None
-                if record is not None and holder != ownership.name:
+                if holder is not None and record is not None and holder != ownership.name:
                     try:
-                        return await self._forward(record.internal_address, _Call(op, identity_id, args),
-                                                   deadline)
+                        return await self._forward(holder, record.internal_address,
+                                                   _Call(op, identity_id, args), deadline)
                     except _Unreachable:
                         pass
             if trio.current_time() >= deadline:
@@ -154,16 +157,36 @@ class RoutedPosture:
             with trio.move_on_at(deadline):
                 await ownership.changed.park()
 
-    async def _forward(self, address: str, call: _Call, deadline: float) -> Any:
-        assert self._http is not None, "the forwarding client is not running"
+    async def _forward(self, holder: str, address: str, call: _Call, deadline: float) -> Any:
+        """Send ``call`` to ``holder``; given up (:class:`_Unreachable`) when it cannot be reached, or when the
+        shard changes hands meanwhile (a paused holder never answers: its successor does)."""
+        http = self._http
+        assert http is not None, "the forwarding client is not running"
         body = msgspec.json.encode(call)
         stamp = repr(time.time())
         headers = {SIGNATURE_HEADER: f"{stamp}:{_sign(self._key, stamp, body)}", "content-type": "application/json"}
-        try:
-            with trio.fail_after(max(deadline - trio.current_time(), 0.1)):
-                reply = await self._http.post(address + FORWARD_PATH, content=body, headers=headers)
-        except (httpx.HTTPError, trio.TooSlowError) as error:
-            raise _Unreachable(str(error)) from error
+        replies: list[httpx.Response] = []
+        ownership = self._ownership
+
+        async def send(done: trio.CancelScope) -> None:
+            try:
+                replies.append(await http.post(address + FORWARD_PATH, content=body, headers=headers))
+            except httpx.HTTPError as error:
+                log.info("a forwarded call did not reach its node", extra={"node": holder, "error": str(error)})
+            done.cancel()
+
+        async def moved(done: trio.CancelScope) -> None:
+            while ownership.holder(call.identity_id) == holder:
+                await ownership.changed.park()
+            done.cancel()
+
+        async with trio.open_nursery() as race:
+            race.cancel_scope.deadline = max(deadline, trio.current_time() + 0.1)
+            race.start_soon(send, race.cancel_scope)
+            race.start_soon(moved, race.cancel_scope)
+        if not replies:
+            raise _Unreachable("the shard changed hands, or its holder did not answer in time")
+        reply = replies[0]
         self.forwarded += 1
         if reply.status_code == _MOVED:
             raise _Unreachable("the node no longer hosts the identity")

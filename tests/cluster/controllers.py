@@ -54,6 +54,7 @@ class Node:
     process: subprocess.Popen[bytes] | None = None
     url: str = ""
     starts: int = 0
+    paused: bool = False
 
     @property
     def data_dir(self) -> Path:
@@ -115,6 +116,17 @@ class Node:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP the process group: it runs no code (and answers nothing) until :meth:`resume`."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGCONT)
+        self.paused = False
 
     async def stop(self) -> int:
         """SIGTERM and wait (SIGKILL after 30 s); the exit status."""
@@ -201,7 +213,10 @@ class Network:
             node.wait_serving_sync()
 
     async def heal(self) -> None:
-        """Start again the nodes that are not running (on their data directories)."""
+        """Resume paused nodes; start again the nodes that are not running (on their data directories)."""
+        for node in self.nodes:
+            if node.paused and node.running:
+                node.resume()
         dead = [node for node in self.nodes if not node.running]
         for node in dead:
             node.spawn()
