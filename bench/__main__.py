@@ -26,6 +26,7 @@ SCENARIOS = {
     "steps": "bench.steps_bench",
     "replication": "bench.replication_bench",
     "console": "bench.console_bench",
+    "cluster": "bench.cluster_bench",
 }
 
 
