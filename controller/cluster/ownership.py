@@ -178,12 +178,19 @@ class ShardOwnership:
         desired = {shard for shard in range(SHARDS) if desired_owner(shard, live) == self.name}
         for shard in sorted(set(self._mine) - desired):
             await self._release(shard)
+        if keeper.remaining(trio.current_time()) <= MARGIN:
+            return  # not surely alive: the watchdog asks again once the lease is renewed
         claimed: dict[int, Compare] = {}
         for shard in sorted(desired - set(self._mine)):
-            if shard not in self._holders:
+            holder = self._holders.get(shard)
+            if holder is None:
                 fence = await self._claim(shard, self._lease)
-                if fence is not None:
-                    claimed[shard] = fence
+            elif holder == self.name:  # dropped by the watchdog, or before a restart: its key may still be ours
+                fence = await self._reclaim(shard, self._lease)
+            else:
+                continue
+            if fence is not None:
+                claimed[shard] = fence
         if claimed:
             # The replica first holds every write made before the claim: the state the old owner left.
             await self._freshness.wait_fresh()
@@ -194,7 +201,6 @@ class ShardOwnership:
             if self.host is not None:
                 self.host.adopt(lambda identity_id: shard_of(identity_id) in shards)
             self.changed.unpark_all()  # calls waiting for a holder: this node hosts them now
-            self._wake.unpark_all()  # the watchdog watches the lease from now on
             log.info("shards claimed", extra={"shards": sorted(shards)})
 
     async def _claim(self, shard: int, lease: int) -> Compare | None:
@@ -204,6 +210,15 @@ class ShardOwnership:
         if not result.succeeded:
             return None
         return Compare(key, CompareTarget.CREATE, CompareOp.EQUAL, result.header.revision)
+
+    async def _reclaim(self, shard: int, lease: int) -> Compare | None:
+        """The fence of the shard's key if it is this node's, on ``lease`` (else None: it expires with an old
+        lease, and is claimed anew then)."""
+        key = self._keys.owner(shard)
+        found = (await self._etcd.range(key)).kvs
+        if not found or found[0].lease != lease or found[0].value != self.name.encode():
+            return None
+        return Compare(key, CompareTarget.CREATE, CompareOp.EQUAL, found[0].create_revision)
 
     async def _release(self, shard: int) -> None:
         """Hand the shard on: stop its actors, then delete its key (only if still this node's)."""
@@ -223,15 +238,19 @@ class ShardOwnership:
         log.info("shard released", extra={"shard": shard, "why": why})
 
     async def _watchdog(self) -> None:
-        """Release every shard once this node's lease is no longer surely alive, before etcd may expire it."""
+        """Release every shard once this node's lease is no longer surely alive, before etcd may expire it; claim
+        again once it is renewed (or replaced)."""
         while True:
             keeper = self._membership.keeper
-            if keeper is None or not self._mine:
+            if keeper is None:
                 await self._wake.park()
                 continue
             with trio.move_on_at(keeper.valid_until - MARGIN) as waiting:
                 await keeper.renewed.park()
-            if waiting.cancelled_caught and self._mine and self._membership.keeper is keeper:
-                for shard in list(self._mine):
-                    self._drop(shard, "this node's lease could not be renewed in time")
-                self._mark()
+            if not waiting.cancelled_caught or self._membership.keeper is not keeper:
+                continue
+            for shard in list(self._mine):
+                self._drop(shard, "this node's lease could not be renewed in time")
+            with trio.move_on_at(keeper.valid_until):  # then it is replaced, which marks a change anyway
+                await keeper.renewed.park()
+            self._mark()
