@@ -13,7 +13,7 @@ import trio
 
 from controller.cluster.forwarding import FORWARD_PATH, SIGNATURE_HEADER
 from controller.cluster.shards import SHARDS, desired_owner
-from controller.etcd import EtcdClient
+from controller.etcd import EtcdClient, Unavailable
 from controller.runtime.composition import Controller
 from tests.cluster.etcd_cluster import EtcdCluster
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, make_settings, serving
@@ -142,3 +142,29 @@ async def test_a_request_to_another_node_gets_the_owners_decision(etcd: EtcdClus
         for headers in ({}, {SIGNATURE_HEADER: "1:00"}, {SIGNATURE_HEADER: f"{trio.current_time()}:{'0' * 64}"}):
             refused = await http.post(f"{a_url}{FORWARD_PATH}", content=body, headers=headers)
             assert refused.status_code == 401
+
+
+async def test_a_node_unsure_of_its_lease_stops_acting_and_hosts_its_shards_again(etcd: EtcdCluster, prefix: str,
+                                                                                 tmp_path: Path) -> None:
+    """Keepalives fail (etcd out of reach, as this node sees it): before its lease could expire the node hosts
+    nothing; once they succeed again it hosts every shard again, each key on the lease it holds then (the same
+    keys if the lease survived, new ones if it had to take a new lease)."""
+    async with EtcdClient(etcd.endpoints) as client, node(etcd, prefix, tmp_path, "a") as (a, _):
+        await settled({"a": a})
+        assert a.cluster is not None
+        cluster = a.cluster
+        real = cluster.etcd.lease_keepalive
+
+        async def unreachable(lease_id: int) -> int:
+            raise Unavailable("etcd is out of reach (test)")
+
+        cluster.etcd.lease_keepalive = unreachable  # type: ignore[method-assign]
+        try:
+            await until(lambda: not owned(a), 10)
+        finally:
+            cluster.etcd.lease_keepalive = real  # type: ignore[method-assign]
+        await settled({"a": a})
+        keeper = cluster.membership.keeper
+        assert keeper is not None
+        keys = (await client.range(f"{prefix}owners/", prefix=True)).kvs
+        assert len(keys) == SHARDS and {kv.lease for kv in keys} == {keeper.lease_id}
