@@ -168,3 +168,26 @@ async def test_a_node_unsure_of_its_lease_stops_acting_and_hosts_its_shards_agai
         assert keeper is not None
         keys = (await client.range(f"{prefix}owners/", prefix=True)).kvs
         assert len(keys) == SHARDS and {kv.lease for kv in keys} == {keeper.lease_id}
+
+
+async def test_forwarding_works_over_tls(etcd: EtcdCluster, prefix: str, tmp_path: Path) -> None:
+    """With TLS (the default), a node reaches the owner over HTTPS, checking its certificate against the
+    network CA."""
+    async def tls_node(name: str) -> Any:
+        settings = make_settings(tmp_path / name, port=0, etcd=tuple(etcd.endpoints), etcd_prefix=prefix,
+                                 node_name=name, lease_ttl=2, tls=True)
+        return serving(settings)
+
+    async with await tls_node("a") as (a, a_urls), await tls_node("b") as (b, _):
+        assert a_urls[0].startswith("https://")
+        await settled({"a": a, "b": b})
+        created = await a.domain.create("identities", {"name": "tls-user", "type": "User", "isAdmin": False})
+        identity = str(created["id"])
+        with trio.fail_after(10):
+            await b.freshness.wait_fresh()
+        owner, other = (a, b) if a.cluster is not None and a.cluster.ownership is not None \
+            and a.cluster.ownership.owns(identity) else (b, a)
+        assert other.cluster is not None and other.cluster.router is not None
+        state = await other.posture.state(identity)
+        assert state.identity_id == identity and other.cluster.router.forwarded == 1
+        assert owner is not other
