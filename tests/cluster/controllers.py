@@ -167,6 +167,9 @@ class Session:
     async def post(self, node: Node, path: str, body: Any) -> httpx.Response:
         return await self.http.post(node.url + MGMT + path, json=body, headers=self.headers())
 
+    async def patch(self, node: Node, path: str, body: Any) -> httpx.Response:
+        return await self.http.patch(node.url + MGMT + path, json=body, headers=self.headers())
+
     async def delete(self, node: Node, path: str) -> httpx.Response:
         return await self.http.delete(node.url + MGMT + path, headers=self.headers())
 

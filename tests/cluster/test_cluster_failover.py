@@ -5,6 +5,7 @@ wrote. Real controller processes on the worker's etcd (``--lease-ttl 2``)."""
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ class Endpoint:
     entry: Node  # the node the endpoint talks to (not the owner)
     user: dict[str, str]
     passed_at: float  # wall clock, just before the MFA code was verified
+    check: str  # the MFA posture check
 
 
 async def _create(admin: Session, node: Node, path: str, body: dict[str, Any]) -> str:
@@ -50,7 +52,8 @@ async def _holder(client: EtcdClient, net: Network, identity: str) -> str:
     return found[0].value.decode() if found else ""
 
 
-async def _endpoint(net: Network, client: EtcdClient, http: httpx.AsyncClient, admin: Session) -> Endpoint:
+async def _endpoint(net: Network, client: EtcdClient, http: httpx.AsyncClient, admin: Session,
+                    mfa_seconds: int = MFA_TIMEOUT) -> Endpoint:
     first = net.nodes[0]
     tag = uuid.uuid4().hex[:8]
     await _create(admin, first, "/edge-routers", {"name": f"er-{tag}", "roleAttributes": [f"er{tag}"]})
@@ -60,8 +63,8 @@ async def _endpoint(net: Network, client: EtcdClient, http: httpx.AsyncClient, a
         "name": f"serp-{tag}", "semantic": "AnyOf", "serviceRoles": [f"#s{tag}"], "edgeRouterRoles": [f"#er{tag}"]})
     service = await _create(admin, first, "/services", {"name": f"svc-{tag}", "encryptionRequired": True,
                                                          "roleAttributes": [f"s{tag}"]})
-    await _create(admin, first, "/posture-checks", {"name": f"mfa-{tag}", "typeId": "MFA",
-                                                     "roleAttributes": [f"mfa{tag}"], "timeoutSeconds": MFA_TIMEOUT})
+    check = await _create(admin, first, "/posture-checks", {
+        "name": f"mfa-{tag}", "typeId": "MFA", "roleAttributes": [f"mfa{tag}"], "timeoutSeconds": mfa_seconds})
     await _create(admin, first, "/service-policies", {
         "name": f"p-{tag}", "type": "Dial", "semantic": "AllOf", "identityRoles": [f"#u{tag}"],
         "serviceRoles": [f"#s{tag}"], "postureCheckRoles": [f"#mfa{tag}"]})
@@ -91,7 +94,7 @@ async def _endpoint(net: Network, client: EtcdClient, http: httpx.AsyncClient, a
     dialed = await http.post(f"{entry.url}{CLIENT}/sessions", headers=user,
                              json={"serviceId": service, "type": "Dial"})
     assert dialed.status_code == 201, dialed.text
-    return Endpoint(identity, service, str(dialed.json()["data"]["id"]), owner, entry, user, passed_at)
+    return Endpoint(identity, service, str(dialed.json()["data"]["id"]), owner, entry, user, passed_at, check)
 
 
 async def _revocations(admin: Session, node: Node, identity: str) -> list[dict[str, Any]]:
@@ -118,10 +121,16 @@ async def test_an_mfa_timeout_revokes_on_a_survivor_after_its_owner_is_killed(ne
                                                                               client: EtcdClient) -> None:
     async with httpx.AsyncClient(timeout=60) as http:
         admin = await admin_session(http, net.nodes[0])
-        endpoint = await _endpoint(net, client, http, admin)
+        endpoint = await _endpoint(net, client, http, admin, mfa_seconds=600)
         owner = endpoint.owner
         survivors = [node for node in net.nodes if node is not owner]
         owner_instance = (await admin.get(owner, "/version")).headers["ziti-instance-id"]
+        # The timeout shortened so that it falls due a second from now: after the kill, before the takeover (the
+        # owner has re-armed it once the change is answered).
+        timeout = math.ceil(time.time() - endpoint.passed_at) + 1
+        patched = await admin.patch(owner, f"/posture-checks/{endpoint.check}", {"typeId": "MFA",
+                                                                                "timeoutSeconds": timeout})
+        assert patched.status_code == 200, patched.text
         killed_at = time.time()
         owner.kill()
         errors: list[str] = []
@@ -139,14 +148,14 @@ async def test_an_mfa_timeout_revokes_on_a_survivor_after_its_owner_is_killed(ne
         async with trio.open_nursery() as nursery:
             for node in survivors:
                 nursery.start_soon(use, node)
-            await _session_gone(admin, endpoint.entry, endpoint.session, MFA_TIMEOUT + 4 * LEASE_TTL + 30)
+            await _session_gone(admin, endpoint.entry, endpoint.session, timeout + 4 * LEASE_TTL + 30)
             running = False
         assert errors == []
         [revoked] = [event for event in await _revocations(admin, endpoint.entry, endpoint.identity)
                      if event["session_id"] == endpoint.session]
         assert revoked["cause"]["code"] == "mfaTimeout"
         deadline = _instant(revoked["cause"]["at"])
-        assert endpoint.passed_at <= deadline <= endpoint.passed_at + MFA_TIMEOUT + 5  # the timeout of that pass
+        assert endpoint.passed_at <= deadline <= endpoint.passed_at + timeout + 5  # the shortened timeout
         lateness = _instant(revoked["timestamp"]) - deadline
         assert lateness <= LEASE_TTL + 1 + TAKEOVER_SLACK, lateness
         if killed_at < deadline:  # fell due after the kill: decided by the survivor that took the shard over
