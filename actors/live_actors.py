@@ -123,6 +123,7 @@ class _Actor(Generic[S]):
     generation: int = 0
     deadline: float | None = None
     fired: float | None = None
+    scope: trio.CancelScope | None = None
 
 
 class ActorRegistry(Generic[S, M]):
@@ -195,6 +196,24 @@ class ActorRegistry(Generic[S, M]):
             actor = self._actors[key] = _Actor(Mailbox())
         self._set_deadline(key, actor, deadline)
 
+    def release(self, select: Callable[[str], bool], error: Exception) -> int:
+        """Stop the actors whose key ``select`` accepts (another process hosts them from now on): their tasks are
+        cancelled, their deadlines disarmed, their queued messages failed with ``error``, and their state dropped.
+        A write one of them queued is not recalled (it is the caller's to fence). Returns how many."""
+        released = 0
+        for key in [key for key in self._actors if select(key)]:
+            actor = self._actors.pop(key)
+            if actor.deadline is not None:
+                self._scheduler.disarm(key)
+            actor.deadline = None
+            actor.generation += 1
+            for message in actor.mailbox.drain() if len(actor.mailbox) else ():
+                self._behavior.failed(message, error)
+            if actor.scope is not None:
+                actor.scope.cancel()
+            released += 1
+        return released
+
     def _spawn(self, key: str, actor: _Actor[S]) -> None:
         if self._nursery is None:
             raise RuntimeError("the actor registry is not running")
@@ -225,6 +244,13 @@ class ActorRegistry(Generic[S, M]):
         self.post(key, self._behavior.deadline_message(deadline))
 
     async def _actor_task(self, key: str, actor: _Actor[S]) -> None:
+        with trio.CancelScope() as actor.scope:  # cancelled when the actor is released (:meth:`release`)
+            await self._actor_body(key, actor)
+        actor.scope = None
+        if self._actors.get(key) is not actor and actor.running:  # released while running
+            self._stopped(actor)
+
+    async def _actor_body(self, key: str, actor: _Actor[S]) -> None:
         behavior = self._behavior
         mailbox = actor.mailbox
         loaded = actor.state is not None
@@ -268,7 +294,7 @@ class ActorRegistry(Generic[S, M]):
         finally:
             if actor.running and not (len(mailbox) or actor.deadline is not None):
                 self._stopped(actor)
-                if actor.deadline is None and not len(mailbox):
+                if actor.deadline is None and not len(mailbox) and self._actors.get(key) is actor:
                     self._actors.pop(key, None)
 
     def _stopped(self, actor: _Actor[S]) -> None:

@@ -24,7 +24,9 @@ SCENARIOS = {
     "sessions": "bench.sessions_bench",
     "crash": "bench.crash_bench",
     "steps": "bench.steps_bench",
+    "replication": "bench.replication_bench",
     "console": "bench.console_bench",
+    "cluster": "bench.cluster_bench",
 }
 
 

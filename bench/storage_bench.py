@@ -45,7 +45,7 @@ from controller.data.listing import ListParams
 from controller.runtime.composition import Controller
 from storage.rows import encode
 
-__all__ = ["CONCURRENCY", "run"]
+__all__ = ["CONCURRENCY", "Run", "closed_loop", "run"]
 
 
 
@@ -85,7 +85,7 @@ class Run:
                 "p50_ms": percentile(self.latencies, 50) * 1e3, "p99_ms": percentile(self.latencies, 99) * 1e3}
 
 
-async def _closed_loop(writers: int, seconds: float, op: Callable[[], Awaitable[object]]) -> Run:
+async def closed_loop(writers: int, seconds: float, op: Callable[[], Awaitable[object]]) -> Run:
     """``writers`` tasks each await ``op()`` and repeat until ``seconds`` have passed (at least once each)."""
     latencies: list[float] = []
     deadline = time.perf_counter() + seconds
@@ -149,7 +149,7 @@ class _Subject:
         """A closed-loop run of ``op``, with the fsync commits the writer made meanwhile and their time."""
         writer = self.controller.writer
         commits, commit_seconds = writer.commits, writer.commit_seconds
-        run = await _closed_loop(writers, seconds, op)
+        run = await closed_loop(writers, seconds, op)
         run.commits = writer.commits - commits
         run.commit_seconds = writer.commit_seconds - commit_seconds
         return run

@@ -87,6 +87,10 @@ CODES: dict[str, ErrorCode] = _table(
      "The requested operation is rate limited and the rate limit has been exceeded. Please try again later"),
     ("REQUEST_TOO_LARGE", 413, "The request body exceeds the size limit"),
     ("REQUEST_TIMEOUT", 408, "The request body did not arrive in time"),
+    ("CLUSTER_UNAVAILABLE", 503,
+     "The cluster's shared store cannot take writes now (no quorum). Please try again later; see the cause for "
+     "whether the change may still be applied"),
+    ("WRITE_TOO_LARGE", 413, "The change is larger than the cluster's shared store accepts in one transaction"),
 )
 
 

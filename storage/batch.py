@@ -19,6 +19,7 @@ from typing import Any
 import lmdb
 
 from storage.store import Store, WriteTxn
+from storage.write_set import WriteSet
 
 __all__ = ["Mutation", "Outcome", "abort_quietly", "apply", "apply_all", "end_batch", "run_batch"]
 
@@ -27,10 +28,12 @@ Mutation = Callable[[WriteTxn], Any]
 
 @dataclass(slots=True)
 class Outcome:
-    """The result of one mutation: its return value, or the exception it raised (its writes rolled back)."""
+    """The result of one mutation: its return value, or the exception it raised (its writes rolled back).
+    ``writes``: what it wrote, when its transaction recorded that (``storage/write_set.py``)."""
 
     value: Any = None
     error: BaseException | None = None
+    writes: WriteSet | None = None
 
     def unwrap(self) -> Any:
         if self.error is not None:
@@ -58,7 +61,11 @@ def apply(store: Store, parent: WriteTxn, mutation: Mutation) -> Outcome:
         raise
     child.close_cursors()
     raw_child.commit()
-    return Outcome(value=value)
+    if child.writes is None:
+        return Outcome(value=value)
+    assert parent.writes is not None  # a child records only under a parent that does
+    parent.writes.absorb(child.writes)
+    return Outcome(value=value, writes=child.writes)
 
 
 def apply_all(store: Store, parent: WriteTxn, mutations: Sequence[Mutation]) -> tuple[list[Outcome], Exception | None]:

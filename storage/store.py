@@ -27,8 +27,10 @@ from storage.layout import KindLayout
 from storage.ownership import StoreInUse, claim, release
 from storage.rows import decode, decode_row, encode, projection
 from storage.shared_memo import KindMemos, SharedMemo
+from storage.write_set import WriteSet
 
-__all__ = ["KindLayout", "ReadTxn", "Reading", "SharedMemo", "Store", "StoreInUse", "UniqueViolation", "WriteTxn"]
+__all__ = ["KindLayout", "ReadTxn", "Reading", "SharedMemo", "Store", "StoreInUse", "UniqueViolation", "WriteSet",
+           "WriteTxn"]
 
 def _text(data: bytes | memoryview) -> str:
     return bytes(data).decode()
@@ -244,7 +246,14 @@ class Reading:
 
 
 class WriteTxn(ReadTxn):
-    """A write transaction: puts and deletes keep every index of the kind in step."""
+    """A write transaction: puts and deletes keep every index of the kind in step.
+
+    ``writes`` is the transaction's :class:`~storage.write_set.WriteSet` when it records what it writes (a store
+    whose writes are shipped elsewhere, ``Store.record_writes``), else None."""
+
+    def __init__(self, store: Store, txn: lmdb.Transaction, writes: WriteSet | None = None) -> None:
+        super().__init__(store, txn)
+        self.writes = writes
 
     def put(self, kind: str, row: Mapping[str, Any]) -> None:
         """Store ``row`` (replacing the row with its id), updating indexes.
@@ -266,10 +275,13 @@ class WriteTxn(ReadTxn):
         if layout.watched:
             self._store.watched_write(self._txn.id())
         self._store.kind_memos.written(kind, self._txn.id())
+        data = encode(row)
         if not entries:
             # Nothing to keep in step (the identity actors' state, written on every step): no need to read and
             # decode the row this replaces.
-            self._txn.put(key, encode(row), db=self._store.rows_db(kind))
+            self._txn.put(key, data, db=self._store.rows_db(kind))
+            if self.writes is not None:
+                self.writes.rows[(kind, row_id)] = data
             return
         old = self.get(kind, row_id)
         for index, db, keys in entries:
@@ -283,10 +295,12 @@ class WriteTxn(ReadTxn):
                 raise UniqueViolation(kind, field, row.get(field))
         if old is not None:
             self._unindex(layout, old)
-        self._txn.put(key, encode(row), db=self._store.rows_db(kind))
+        self._txn.put(key, data, db=self._store.rows_db(kind))
         for _index, db, keys in entries:
             for index_key in keys:
                 self._txn.put(index_key, key, db=db)
+        if self.writes is not None:  # recorded once written: a put refused above leaves no trace
+            self.writes.rows[(kind, row_id)] = data
 
     def put_raw(self, kind: str, row_id: str, value: bytes) -> None:
         """Store ``value`` as the row ``row_id`` of a kind the caller encodes itself (the identity actors' state):
@@ -303,11 +317,16 @@ class WriteTxn(ReadTxn):
         if not 0 < len(key) <= MAX_KEY_BYTES:
             check_row_keys(store.layout(kind), {"id": row_id})
         self._txn.put(key, value, True, True, False, store._rows[kind])
+        if self.writes is not None:
+            self.writes.rows[(kind, str(row_id))] = bytes(value)
 
     def delete_raw(self, kind: str, row_id: str) -> bool:
         """Delete a row kept with :meth:`put_raw`; whether there was one."""
         key = str(row_id).encode()
-        return 0 < len(key) <= MAX_KEY_BYTES and bool(self._txn.delete(key, b"", self._store._rows[kind]))
+        deleted = 0 < len(key) <= MAX_KEY_BYTES and bool(self._txn.delete(key, b"", self._store._rows[kind]))
+        if deleted and self.writes is not None:
+            self.writes.rows[(kind, str(row_id))] = None
+        return deleted
 
     def delete_raw_through(self, kind: str, last: str) -> int:
         """Delete every row kept with :meth:`put_raw` whose id is at most ``last`` in byte order (the oldest rows of
@@ -319,6 +338,8 @@ class WriteTxn(ReadTxn):
             while found and cursor.key() <= bound:
                 found = cursor.delete()  # moves to the next row
                 deleted += 1
+        if deleted and self.writes is not None:
+            self.writes.clear_through(kind, last)
         return deleted
 
     def delete(self, kind: str, row_id: str, *, stored: dict[str, Any] | None = None) -> dict[str, Any] | None:
@@ -336,6 +357,8 @@ class WriteTxn(ReadTxn):
         self._store.kind_memos.written(kind, self._txn.id())
         self._unindex(layout, old)
         self._txn.delete(to_key(row_id), db=self._store.rows_db(kind))
+        if self.writes is not None:
+            self.writes.rows[(kind, str(row_id))] = None
         return old
 
     def put_many(self, db: Any, items: list[tuple[bytes, bytes]], *, dupdata: bool) -> int:
@@ -343,14 +366,30 @@ class WriteTxn(ReadTxn):
 
         Keeps no index in step and does not start a new :class:`SharedMemo`: only for seeding kinds that are not
         watched, where the caller writes every index entry itself. An existing key is kept as it is (``dupdata``:
-        an existing pair)."""
+        an existing pair).
+
+        Raises:
+            RuntimeError: the transaction records its writes (which DB holds which kind is not known here).
+        """
+        if self.writes is not None:
+            raise RuntimeError("a bulk load cannot be recorded: load a store whose writes are not shipped elsewhere")
         self._store.kind_memos.all_written(self._txn.id())  # which kind ``db`` belongs to is not known here
         with self._txn.cursor(db=db) as cursor:
             _consumed, added = cursor.putmulti(items, dupdata=dupdata, overwrite=dupdata)
         return int(added)
 
-    def set_meta(self, key: str, value: Any) -> None:
-        self._txn.put(key.encode(), encode(value), db=self._store.meta_db)
+    def set_meta(self, key: str, value: Any, *, local: bool = False) -> None:
+        """Set a meta key; ``local``: this store's own bookkeeping, never recorded (``writes``)."""
+        data = encode(value)
+        self._txn.put(key.encode(), data, db=self._store.meta_db)
+        if self.writes is not None and not local:
+            self.writes.meta[key] = data
+
+    def delete_meta(self, key: str) -> None:
+        """Delete a meta key (recorded as a delete when the transaction records)."""
+        self._txn.delete(key.encode(), db=self._store.meta_db)
+        if self.writes is not None:
+            self.writes.meta[key] = None
 
     def _unindex(self, layout: KindLayout, row: Mapping[str, Any]) -> None:
         row_id = to_key(row["id"])
@@ -392,6 +431,7 @@ class Store:
     def __init__(self, path: Path, layouts: Iterable[KindLayout], *, map_size: int = 1 << 35,
                  durable: bool = True) -> None:
         self._layouts = {layout.kind: layout for layout in layouts}
+        self.path = path
         _private_directory(path)
         indexes = {kind: layout_indexes(layout) for kind, layout in self._layouts.items()}
         count = sum(1 + len(kind_indexes) for kind_indexes in indexes.values())
@@ -417,6 +457,9 @@ class Store:
         self.memo = SharedMemo(0)
         self.kind_memos = KindMemos()  # see ReadTxn.kind_memo
         self.writes_held = False  # see held_writes
+        # Every outermost write transaction records its write set (storage/write_set.py): set by a replicated store,
+        # whose writes are shipped to the other nodes.
+        self.record_writes = False
 
     @contextmanager
     def held_writes(self) -> Iterator[None]:
@@ -455,6 +498,13 @@ class Store:
     def layout(self, kind: str) -> KindLayout:
         return self._layouts[kind]
 
+    def kinds(self) -> list[str]:
+        """Every kind this store holds."""
+        return list(self._layouts)
+
+    def has_kind(self, kind: str) -> bool:
+        return kind in self._layouts
+
     def rows_db(self, kind: str) -> Any:
         return self._rows[kind]
 
@@ -475,10 +525,34 @@ class Store:
         request and per actor step."""
         return Reading(self)
 
-    def begin_write(self, parent: WriteTxn | None = None) -> tuple[WriteTxn, lmdb.Transaction]:
-        """Open a write transaction (nested under ``parent`` when given). Only the writer calls this."""
+    def begin_write(self, parent: WriteTxn | None = None, *,
+                    record: bool | None = None) -> tuple[WriteTxn, lmdb.Transaction]:
+        """Open a write transaction (nested under ``parent`` when given). Only the writer calls this.
+
+        It records its write set when ``record`` says so; by default an outermost one does when the store's
+        ``record_writes`` is set, and a nested one when its parent records."""
+        if record is None:
+            record = self.record_writes if parent is None else parent.writes is not None
         txn = self.env.begin(write=True, parent=parent._txn if parent is not None else None)
-        return WriteTxn(self, txn), txn
+        return WriteTxn(self, txn, WriteSet() if record else None), txn
+
+    def adopt(self, other: Store) -> None:
+        """Serve from ``other``'s environment from now on, closing this one's: a replica rebuilt elsewhere takes the
+        place of the old one while every part keeps its reference to this store. ``other`` holds the same kinds and
+        must not be used afterwards.
+
+        Call it with no transaction open on this store (reads never span an ``await``, so between two steps of the
+        event loop none is): the shared memos start afresh, since they describe the old data."""
+        if other._layouts.keys() != self._layouts.keys():
+            raise ValueError("a store can only adopt one holding the same kinds")
+        old_env, old_owner = self.env, self._owner
+        self.env, self._owner, self.path = other.env, other._owner, other.path
+        self._dbs, self._indexes, self._rows = other._dbs, other._indexes, other._rows
+        self.raw_kinds, self.meta_db = other.raw_kinds, other.meta_db
+        self.memo = SharedMemo(0)
+        self.kind_memos = KindMemos()
+        old_env.close()
+        release(old_owner)
 
     def close(self) -> None:
         self.env.close()

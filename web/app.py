@@ -1,6 +1,7 @@
 """``create_app(controller)``: the quart-trio application serving both APIs and the web console (``/console/``).
 
-Every request gets a request id, a size check on its body before any other work, the headers old SDKs rely on
+Every request gets a request id, a size check on its body before any other work, the controller's read barrier (a
+node of a cluster waits until it holds every write acknowledged before the request), the headers old SDKs rely on
 (``ziti-instance-id``, ``server``), and one structured log line (method, path, status, duration, requestId). Secrets
 never reach the log: only the path is logged, never a query string, header or body. A controller with metrics
 (``controller/runtime/metrics.py``) also counts each request there, by route template, method and status.
@@ -15,6 +16,8 @@ import time
 from quart import Blueprint, Response, g, request
 from quart_trio import QuartTrio
 
+from controller.cluster.forwarding import FORWARD_PATH, SIGNATURE_HEADER, RoutedPosture
+from controller.data.freshness import AlwaysFresh
 from controller.errors import ApiError
 from controller.runtime.composition import VERSION, Controller
 from web.client_certs import TlsExtension
@@ -83,6 +86,15 @@ def create_app(controller: Controller) -> QuartTrio:
             await request.get_data()
         return None
 
+    freshness = controller.freshness
+    if not isinstance(freshness, AlwaysFresh):  # a single node is always fresh: it pays for no hook
+
+        @app.before_request
+        async def fresh() -> None:
+            # After the size check above (hooks run in registration order), before anything reads: in a cluster,
+            # the node's replica then holds every write acknowledged anywhere before this request arrived.
+            await freshness.wait_fresh()
+
     @app.before_request
     async def external_jwt_factor() -> None:
         # After the size check above (hooks run in registration order): a session owing an external JWT is
@@ -129,4 +141,22 @@ def create_app(controller: Controller) -> QuartTrio:
     app.register_blueprint(management)
     app.register_blueprint(client)
     app.register_blueprint(console_blueprint(controller))
+    if controller.cluster is not None and controller.cluster.router is not None:
+        app.register_blueprint(_forwarding_blueprint(controller.cluster.router))
     return app
+
+
+def _forwarding_blueprint(router: RoutedPosture) -> Blueprint:
+    """The cluster's internal channel: identity-actor calls forwarded by the other nodes of the network
+    (``controller/cluster/forwarding.py``). Not part of either API (no OpenAPI operation, no session): a request
+    not signed by a node of the network is refused before anything is read from it."""
+    internal = Blueprint("internal", __name__)
+
+    async def forwarded() -> Response:
+        body = await request.get_data(cache=False, as_text=False)
+        assert isinstance(body, bytes)
+        status, answer = await router.serve(request.headers.get(SIGNATURE_HEADER), body)
+        return Response(answer, status=status, content_type="application/json")
+
+    internal.add_url_rule(FORWARD_PATH, "forwarded", forwarded, methods=["POST"])
+    return internal

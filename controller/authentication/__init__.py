@@ -2,7 +2,8 @@
 
 The rest of the controller and the web layer import what they need from here; the modules behind it are:
 
-* ``api_sessions``: live API sessions by token, sliding expiry, logout;
+* ``api_sessions``, ``live_session`` and ``session_writes``: live API sessions by token, sliding expiry (shared by
+  the nodes of a cluster), logout, and the writes they make;
 * ``session_start``: the common end of every login (auth policy, MFA requirement, the session row);
 * ``login``: the one entry of every login method;
 * ``password_hashing``, ``hashing`` and ``password_login``: scrypt hashes of updb passwords, the bounded work of
@@ -13,8 +14,9 @@ The rest of the controller and the web layer import what they need from here; th
   enrolment by identities, routers and third-party CAs' certificates, and the enrollments admins make;
 * ``own_authenticators`` and ``session_certificates``: an identity's own password change and certificate
   extension, and the certificates of an API session;
-* ``lockout``, ``throttle`` and ``disable``: consecutive wrong passwords, throttles on guessing passwords and MFA
-  codes, and an identity's disabled window;
+* ``lockout``, ``throttle``, ``shared_throttles`` and ``disable``: consecutive wrong passwords, throttles on
+  guessing passwords and MFA codes (in memory, or in rows the nodes of a cluster share), and an identity's disabled
+  window;
 * ``mfa``: TOTP enrolment, verification and recovery codes;
 * ``enrollment_jwt``: the JWTs clients enrol with;
 * ``jwks`` and ``external_jwt``: verifying JWTs of external identity providers;

@@ -16,105 +16,63 @@ signer its auth policy requires (``controller/authentication/ext_jwt_login.py``)
 until which a JWT satisfied it are kept on the row under internal keys (never shown), so a restart keeps them. A
 partial session lives at most :data:`PARTIAL_SECONDS` from its login and its use does not extend that: tries at a
 second factor cannot keep it alive; once the factor is given, it slides like any other.
+
+Nodes of a cluster (``shared``) each hold every session, since every row reaches every node: a session created,
+used or ended on one node is known on the others (:meth:`ApiSessions.changes_committed` learns of rows written
+anywhere). Sliding expiry then holds cluster-wide without ending a session early because it was used elsewhere: a
+node persists a session's ``lastActivityAt`` once it moved :data:`SHARED_GRACE` of the timeout past the stored
+value, every node extends a session by what is stored, and a session ends only when its stored activity is older
+than the timeout plus that grace, checked again inside the write that deletes it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import math
+import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import trio
 from cryptography import x509
 
+from controller.authentication.live_session import (
+    EXT_JWT_SIGNER,
+    KIND,
+    PARTIAL_SECONDS,
+    TOKEN_DIGEST,
+    ApiSessionsStatistics,
+    LiveSession,
+    session_of_row,
+    token_digest,
+)
 from controller.authentication.lockout import FailedLogins
-from controller.clock import format_time, parse_time
+from controller.authentication.session_writes import (
+    activity_write,
+    expiry_write,
+    ext_jwt_write,
+    flags_write,
+    removal_write,
+)
+from controller.clock import format_time
 from controller.data.domain import Domain
-from controller.data.write_path import create_row, delete_row
+from controller.data.write_path import create_row
 from controller.errors import ApiError
 from controller.model.spec import Change, WriteContext
 from controller.resources.api_session_certificates import record_session_certificate
 from controller.resources.identities import identity_disabled
+from storage.batch import Outcome
 
-__all__ = ["KIND", "PARTIAL_SECONDS", "TOKEN_DIGEST", "ApiSessions", "ApiSessionsStatistics", "LiveSession",
-           "token_digest"]
+__all__ = ["KIND", "PARTIAL_SECONDS", "SHARED_GRACE", "TOKEN_DIGEST", "ApiSessions", "ApiSessionsStatistics",
+           "LiveSession", "token_digest"]
 
-PARTIAL_SECONDS = 300.0
-"""How long a session owing its second factor lives, from its login."""
+log = logging.getLogger("tollgate.auth")
 
-KIND = "api-sessions"
-TOKEN_DIGEST = "_tokenSha256"
-"""The row key of the token's digest (internal: never shown)."""
-# Internal row keys (present() hides keys starting with "_"): the signer owed, and until when (wall-clock epoch
-# seconds) a JWT from it satisfies the factor.
-_EXT_JWT_SIGNER = "_extJwtSignerId"
-_EXT_JWT_UNTIL = "_extJwtUntil"
-
-
-def token_digest(token: str) -> str:
-    """Lower-case hex SHA-256 of a session token: what the store and the in-memory index keep of it."""
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-@dataclass(slots=True)
-class LiveSession:
-    """The in-memory state of one API session.
-
-    ``token_digest`` is :func:`token_digest` of the session's token. ``last_activity`` is wall-clock epoch seconds
-    (what ``lastActivityAt`` shows); ``deadline`` is the Trio time at which the session ends unless it is used
-    again. ``ext_jwt_signer_id`` names the external JWT signer the auth policy required at login (None when it
-    required none); ``ext_jwt_until`` is the Trio time until which a JWT from it satisfies that factor (minus
-    infinity until one is brought).
-    """
-
-    id: str
-    token_digest: str
-    identity_id: str
-    last_activity: float
-    persisted_activity: float
-    mfa_required: bool = False
-    mfa_complete: bool = False
-    deadline: float = 0.0
-    ext_jwt_signer_id: str | None = None
-    ext_jwt_until: float = -math.inf
-
-    @property
-    def mfa_owed(self) -> bool:
-        """MFA is required and no code was given yet."""
-        return self.mfa_required and not self.mfa_complete
-
-    @property
-    def ext_jwt_owed(self) -> bool:
-        """A JWT from the required external signer is owed: none was brought, or the last one has expired."""
-        return self.ext_jwt_signer_id is not None and trio.current_time() >= self.ext_jwt_until
-
-    @property
-    def never_complete(self) -> bool:
-        """Owing a second factor it has never given since its login (an external JWT that has merely expired was
-        given): such a session lives at most :data:`PARTIAL_SECONDS` from its login."""
-        return self.mfa_owed or (self.ext_jwt_signer_id is not None and self.ext_jwt_until == -math.inf)
-
-    @property
-    def partial(self) -> bool:
-        """Still owing a second factor (MFA, an external JWT, or both): only the MFA routes and the session's own
-        detail and logout are open to it."""
-        return self.mfa_owed or self.ext_jwt_owed
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSessionsStatistics:
-    """A snapshot of :class:`ApiSessions` counters.
-
-    Attributes:
-        live_sessions: sessions held in memory.
-    """
-
-    live_sessions: int
-
+_RETRY_SECONDS = 1.0
+SHARED_GRACE = 0.1
+"""Nodes of a cluster (``shared``) persist a session's activity once it has moved this fraction of the timeout past
+what is stored, and end a session only this fraction of the timeout after its stored activity would have ended it
+(the activity another node saw and has not persisted yet is never more recent than that)."""
 
 class ApiSessions:
     """Owns every API session.
@@ -122,11 +80,14 @@ class ApiSessions:
     Args:
         domain: the store facade.
         timeout: idle seconds after which a session ends.
+        shared: this is a node of a cluster: sessions are used and ended on other nodes too.
     """
 
-    def __init__(self, domain: Domain, timeout: float) -> None:
+    def __init__(self, domain: Domain, timeout: float, *, shared: bool = False) -> None:
         self.domain = domain
         self.timeout = timeout
+        self.shared = shared
+        self._grace = timeout * SHARED_GRACE if shared else 0.0
         # Consecutive wrong passwords per authenticator, for the auth policies' lockout (password_login.py).
         self.failed_logins = FailedLogins()
         self._by_token: dict[str, LiveSession] = {}
@@ -144,18 +105,9 @@ class ApiSessions:
         """Load the persisted sessions (at start-up, before serving); each keeps its persisted last activity."""
         with self.domain.read() as ctx:
             for row in ctx.txn.scan(KIND):
-                last = parse_time(row["lastActivityAt"])
-                digest = row.get(TOKEN_DIGEST) or token_digest(str(row.get("token", "")))
-                session = LiveSession(row["id"], digest, row["identityId"], last, last,
-                                      bool(row.get("isMfaRequired")), bool(row.get("isMfaComplete")))
-                session.ext_jwt_signer_id = row.get(_EXT_JWT_SIGNER)
-                if row.get(_EXT_JWT_UNTIL) is not None:
-                    session.ext_jwt_until = self.domain.clock.to_trio(float(row[_EXT_JWT_UNTIL]))
                 # As while running: a session that never completed its login keeps the cap from its login (its
                 # last activity, which a partial session does not move); any other one idles out as usual.
-                lifetime = min(self.timeout, PARTIAL_SECONDS) if session.never_complete else self.timeout
-                session.deadline = self.domain.clock.to_trio(last) + lifetime
-                self._add(session)
+                self._add(session_of_row(row, self.domain.clock, self.timeout, self._grace))
 
     def _add(self, session: LiveSession) -> None:
         self._by_token[session.token_digest] = session
@@ -181,7 +133,10 @@ class ApiSessions:
                 self._wake = scope
                 await trio.sleep_forever()
             self._wake = None
-            await self._expire_due()
+            try:
+                await self._expire_due()
+            except ApiError as error:  # a cluster's store refused the activity's write: it is written later
+                log.warning("persisting API-session activity failed", extra={"error": error.code})
 
     async def flush(self) -> None:
         """Persist every session's last activity (at shutdown, while the writer still runs)."""
@@ -209,16 +164,23 @@ class ApiSessions:
         stale = [(s, s.last_activity) for s in sessions if s.last_activity != s.persisted_activity]
         if not stale:
             return
-
-        def write(ctx: WriteContext) -> None:
-            for session, last in stale:
-                row = ctx.txn.get(KIND, session.id)
-                if row is not None:
-                    ctx.txn.put(KIND, {**row, "lastActivityAt": format_time(last)})
-
-        await self.domain.write(write)
+        await self.domain.write(activity_write([(s.id, last) for s, last in stale], forward_only=self.shared))
         for session, last in stale:
-            session.persisted_activity = last
+            session.persisted_activity = max(session.persisted_activity, last)
+
+    def _share_activity(self, session: LiveSession) -> None:
+        """Shared: queue the write of a session's activity once it moved the grace past what is stored."""
+        if session.persisting or session.last_activity - session.persisted_activity < self._grace:
+            return
+        session.persisting = True
+        last = session.last_activity
+
+        def done(outcome: Outcome) -> None:
+            session.persisting = False
+            if outcome.error is None:
+                session.persisted_activity = max(session.persisted_activity, last)
+
+        self.domain.post_write(activity_write([(session.id, last)], forward_only=True), done)
 
     # Login, lookup, logout ---------------------------------------------------------------------------------
 
@@ -260,16 +222,16 @@ class ApiSessions:
                 raise ApiError("INVALID_AUTH")
             row = create_row(ctx, resource, body, None)
             if ext_jwt_signer_id is not None:
-                row = {**row, _EXT_JWT_SIGNER: ext_jwt_signer_id}
+                row = {**row, EXT_JWT_SIGNER: ext_jwt_signer_id}
                 ctx.txn.put(KIND, row)
             if certificate is not None:
                 record_session_certificate(ctx, row["id"], certificate)
             return row
 
         row = await self.domain.write(write)
-        session = LiveSession(row["id"], digest, identity_id, now, now, mfa_required, False, deadline,
-                              ext_jwt_signer_id)
-        self._add(session)
+        if row["id"] not in self._by_id:  # shared: the write's listener already took it from the row
+            self._add(LiveSession(row["id"], digest, identity_id, now, now, mfa_required, False, deadline,
+                                  ext_jwt_signer_id))
         return {**row, "token": token}
 
     def lookup(self, token: str | None) -> LiveSession | None:
@@ -284,11 +246,14 @@ class ApiSessions:
             return None
         if not session.partial:
             self._slide(session, now)
+            if self.shared:
+                self._share_activity(session)
         return session
 
     def _slide(self, session: LiveSession, now: float) -> None:
-        """The session was used at ``now`` (Trio time): it ends a timeout from now unless used again."""
-        session.deadline = now + self.timeout
+        """The session was used at ``now`` (Trio time): it ends a timeout from now unless used again (or later,
+        when what other nodes stored says so)."""
+        session.deadline = max(session.deadline, now + self.timeout)
         session.last_activity = self.domain.clock.now()
 
     def get(self, session_id: str) -> LiveSession | None:
@@ -309,19 +274,28 @@ class ApiSessions:
     async def _end_many(self, session_ids: list[str], cause: str) -> None:
         if not session_ids:
             return
+        if cause == "expiry" and self.shared:
+            await self._expire_shared(session_ids)
+            return
         for session_id in session_ids:
             # Dropped from memory first: the token is refused from this instant, before the commit.
             self._pop(session_id)
-        resource = self.domain.registry[KIND]
-        why = {"code": cause}
+        await self.domain.write(removal_write(self.domain.registry[KIND], session_ids, cause))
 
-        def remove(ctx: WriteContext) -> None:
+    async def _expire_shared(self, session_ids: list[str]) -> None:
+        """End sessions whose time is up as this node sees it, unless what is stored (another node's use) says
+        otherwise: judged again inside the write, where the latest rows are. Those kept wait for their new end."""
+        try:
+            kept = await self.domain.write(expiry_write(self.domain.registry[KIND], session_ids, self.timeout,
+                                                        self._grace))
+        except ApiError as error:  # the cluster's store is unavailable: judge them again shortly
+            log.warning("expiring API sessions failed; trying again", extra={"error": error.code})
             for session_id in session_ids:
-                if ctx.txn.exists(KIND, session_id):
-                    ctx.end_cause(KIND, session_id, why)
-                    delete_row(ctx, resource, session_id)
-
-        await self.domain.write(remove)
+                self._arm(trio.current_time() + _RETRY_SECONDS, session_id)
+            return
+        for row in kept:
+            self._learn(row)
+            self._arm(self._by_id[row["id"]].deadline, row["id"])
 
     def forget(self, session_id: str) -> None:
         """Drop a session whose row was deleted by another write (a cascade, an admin delete)."""
@@ -329,10 +303,28 @@ class ApiSessions:
 
     def changes_committed(self, changes: list[Change]) -> None:
         """Forget every API session a committed write deleted, whoever deleted it (a listener of
-        :meth:`controller.data.domain.Domain.subscribe` over :data:`KIND`): its token is refused from then on."""
+        :meth:`controller.data.domain.Domain.subscribe` over :data:`KIND`): its token is refused from then on.
+        Shared: also learn every session created or changed (by any node)."""
         for change in changes:
             if change.after is None:
                 self._pop(change.id)
+            elif self.shared:
+                self._learn(change.after)
+
+    def _learn(self, row: Mapping[str, Any]) -> None:
+        """Shared: take what a stored row says of a session (new to this node, or used, completed or extended
+        elsewhere); nothing it holds goes back."""
+        stored = session_of_row(row, self.domain.clock, self.timeout, self._grace)
+        session = self._by_id.get(stored.id)
+        if session is None:
+            self._add(stored)
+            return
+        session.mfa_required, session.mfa_complete = stored.mfa_required, stored.mfa_complete
+        session.ext_jwt_until = max(session.ext_jwt_until, stored.ext_jwt_until)
+        session.persisted_activity = max(session.persisted_activity, stored.persisted_activity)
+        session.last_activity = max(session.last_activity, stored.last_activity)
+        # The heap holds an entry at or before the old deadline: when it comes up, it re-arms at this one.
+        session.deadline = max(session.deadline, stored.deadline)
 
     def require(self, token: str | None) -> LiveSession:
         session = self.lookup(token)
@@ -356,13 +348,7 @@ class ApiSessions:
             session.mfa_complete = flags["isMfaComplete"]
         if not session.partial:
             self._slide(session, trio.current_time())
-
-        def write(ctx: WriteContext) -> None:
-            row = ctx.txn.get(KIND, session_id)
-            if row is not None:
-                ctx.txn.put(KIND, {**row, **flags})
-
-        await self.domain.write(write)
+        await self.domain.write(flags_write(session_id, flags))
 
     async def mark_mfa_complete(self, session_id: str) -> None:
         """The session proved MFA: it is no longer partially authenticated (persisted for restarts)."""
@@ -387,11 +373,4 @@ class ApiSessions:
         session.ext_jwt_until = trio_until
         if not session.partial:
             self._slide(session, trio.current_time())
-
-        def write(ctx: WriteContext) -> None:
-            row = ctx.txn.get(KIND, session_id)
-            # Two requests may bring JWTs at once: the later expiry wins whatever order their writes commit in.
-            if row is not None and until > float(row.get(_EXT_JWT_UNTIL, -math.inf)):
-                ctx.txn.put(KIND, {**row, _EXT_JWT_UNTIL: until})
-
-        await self.domain.write(write)
+        await self.domain.write(ext_jwt_write(session_id, until))

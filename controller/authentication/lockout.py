@@ -8,8 +8,9 @@ Where this differs from the reference controller (behaviour note §8.1): the ref
 successful ones included, and never resets, so an identity with ``maxAttempts: 3`` is locked out on its fifth
 login however right its passwords were. Here only wrong passwords count, a successful login starts the count
 again, and so does a lockout (an identity an admin enables again gets ``maxAttempts`` fresh attempts). The default
-admin is never locked out, as it can never be disabled: that would lock every operator out. The counts live in
-memory, as in the reference: a restart starts them again (the lockout itself, a disable, is stored).
+admin is never locked out, as it can never be disabled: that would lock every operator out. On a single node the
+counts live in memory, as in the reference: a restart starts them again (the lockout itself, a disable, is stored);
+the nodes of a cluster share them (``controller/authentication/shared_throttles.py``).
 
 This module is plain data and rules; ``controller/authentication/password_login.py`` applies them.
 """

@@ -27,7 +27,7 @@ import segno
 from controller.authentication.api_sessions import ApiSessions, LiveSession
 from controller.authentication.disable import disable
 from controller.authentication.parts import LoginFailures, PostureEvents
-from controller.authentication.throttle import MFA_LOCKOUT_FAILURES, MFA_LOCKOUT_MINUTES, GuessThrottles
+from controller.authentication.throttle import MFA_LOCKOUT_FAILURES, MFA_LOCKOUT_MINUTES, Throttles
 from controller.clock import format_time
 from controller.data.domain import Domain
 from controller.errors import ApiError, not_found
@@ -143,7 +143,7 @@ class MfaService:
         failures: where refused second factors of a login are counted.
     """
 
-    def __init__(self, domain: Domain, sessions: ApiSessions, engine: PostureEvents, throttles: GuessThrottles,
+    def __init__(self, domain: Domain, sessions: ApiSessions, engine: PostureEvents, throttles: Throttles,
                  failures: LoginFailures) -> None:
         self._domain = domain
         self._sessions = sessions
@@ -196,12 +196,12 @@ class MfaService:
         throttles.check_mfa(identity_id)
         accepted = self._match(record, code, allow_recovery=allow_recovery)
         if accepted is None:
-            locked = throttles.mfa_failed(identity_id) >= MFA_LOCKOUT_FAILURES
+            locked = await throttles.mfa_failed(identity_id) >= MFA_LOCKOUT_FAILURES
             if locked:
                 await disable(self._domain, identity_id, MFA_LOCKOUT_MINUTES, lockout=True)
             await self._failed(session, operation, "MFA_INVALID_TOKEN", locked_out=locked)
             raise ApiError("MFA_INVALID_TOKEN")
-        throttles.mfa_passed(identity_id)
+        await throttles.mfa_passed(identity_id)
         return accepted
 
     async def _failed(self, session: LiveSession, operation: str, reason: str, *, locked_out: bool = False) -> None:

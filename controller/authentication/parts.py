@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from controller.authentication.enrollment_jwt import EnrollmentJwts
     from controller.authentication.hashing import PasswordHashing
     from controller.authentication.jwks import JwksCache
-    from controller.authentication.throttle import GuessThrottles
+    from controller.authentication.throttle import Throttles
     from controller.certificates import Issuer, Pki
     from controller.clock import Clock
     from controller.data.domain import Domain
@@ -26,7 +26,7 @@ __all__ = ["IssuingParts", "LoginFailures", "LoginParts", "MfaEnrolments", "Post
 
 
 class PostureEvents(Protocol):
-    """What logins and MFA tell the posture engine (:class:`controller.posture.engine.PostureEngine`)."""
+    """What logins and MFA tell the posture engine (through :class:`controller.posture.service.PostureService`)."""
 
     def api_session_started(self, identity_id: str, api_session_id: str) -> None:
         """An API session of the identity started."""
@@ -75,14 +75,14 @@ class SessionParts(Protocol):
     def mfa(self) -> MfaEnrolments: ...
 
     @property
-    def engine(self) -> PostureEvents: ...
+    def posture(self) -> PostureEvents: ...
 
 
 class LoginParts(SessionParts, Protocol):
     """What every primary login method uses (:func:`controller.authentication.login.login`)."""
 
     @property
-    def throttles(self) -> GuessThrottles: ...
+    def throttles(self) -> Throttles: ...
 
     @property
     def hashing(self) -> PasswordHashing: ...

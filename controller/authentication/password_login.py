@@ -51,14 +51,14 @@ async def login_password(parts: LoginParts, body: Any, ip: str) -> dict[str, Any
         policy = auth_policy(ctx.txn, identity)
     stored_hash = authenticator.get("_passwordHash") if authenticator else None
     if not await parts.hashing.verify(password, stored_hash):
-        parts.throttles.password_failed(username, ip)
+        await parts.throttles.password_failed(username, ip)
         if authenticator is not None and identity is not None:
             await _count_failure(parts, str(authenticator["id"]), identity, policy)
         raise ApiError("INVALID_AUTH")
     if authenticator is None or identity is None:
         raise ApiError("INVALID_AUTH")
     row = await start_session(parts, identity, authenticator["id"], policy, "updb", body, ip)
-    parts.sessions.failed_logins.clear(authenticator["id"])
+    await parts.throttles.login_counted_out(authenticator["id"])
     return row
 
 
@@ -66,11 +66,11 @@ async def _count_failure(parts: LoginParts, authenticator_id: str, identity: Map
                          policy: Mapping[str, Any] | None) -> None:
     """A wrong password for an existing authenticator: count it, and lock the identity out when the auth policy's
     ``maxAttempts`` is exceeded (``controller/authentication/lockout.py``)."""
-    failures = parts.sessions.failed_logins.failed(authenticator_id)
+    failures = await parts.throttles.login_failed(authenticator_id)
     minutes = lockout_minutes(policy, failures)
     if minutes is None:
         return
-    parts.sessions.failed_logins.clear(authenticator_id)
+    await parts.throttles.login_counted_out(authenticator_id)
     if await disable(parts.domain, str(identity["id"]), minutes, lockout=True):
         log.warning("identity locked out", extra={"identityId": identity["id"], "failedAttempts": failures,
                                                   "lockoutMinutes": minutes})

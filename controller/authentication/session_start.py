@@ -69,7 +69,7 @@ async def start_session(parts: SessionParts, identity: Mapping[str, Any], authen
                                                       mfa_required=mfa_required,
                                                       ext_jwt_signer_id=required_ext_jwt_signer(policy),
                                                       certificate=certificate)
-    parts.engine.api_session_started(identity["id"], row["id"])
+    parts.posture.api_session_started(identity["id"], row["id"])
     return row
 
 

@@ -42,8 +42,11 @@ from controller.certificates.issuing import BACKDATE, CaPrivateKey, fingerprint,
 from controller.certificates.server_names import San, cert_sans, merge_sans, parse_sans
 
 __all__ = [
+    "CA_CERT_NAME",
+    "CA_KEY_NAME",
     "DEFAULT_SANS",
     "RENEW_BEFORE",
+    "SERVER_KEY_NAME",
     "SERVER_KEY_TYPES",
     "Pki",
     "PkiError",

@@ -6,7 +6,7 @@ in the writer's transaction and its recorded changes are published to subscriber
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from controller.clock import Clock
@@ -98,13 +98,18 @@ class Domain:
         """A read snapshot (``with domain.read() as ctx``); never hold it across an ``await``."""
         return _Reading(self)
 
-    async def write(self, fn: Callable[[WriteContext], T]) -> T:
-        """Run ``fn`` in the next group commit and return its result once it is durable."""
+    async def write(self, fn: Callable[[WriteContext], T], *, conditions: Sequence[object] = ()) -> T:
+        """Run ``fn`` in the next group commit and return its result once it is durable.
+
+        ``fn`` may run more than once before that (``controller/data/commit_step.py``): it must derive everything
+        from the context it is given. ``conditions``: what a cluster's shared store must find true for the write to
+        commit (else it raises :class:`~controller.data.commit_step.ConditionFailed`); a single node takes none.
+        """
         mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env, self.journal)
         # Listeners are told on the writer's task right after the commit, even when this caller has been cancelled
         # meanwhile: a committed write whose listeners never ran would leave derived state (API-session caches,
         # sessions to re-evaluate) behind the data.
-        result: T = await self.writer.submit(mutation, on_commit=mutation.committed)
+        result: T = await self.writer.submit(mutation, on_commit=mutation.committed, conditions=conditions)
         # A listener may return a barrier: the write is not answered until it completes (the posture engine uses
         # this so that a policy change has re-evaluated every affected session before the PATCH returns). A
         # function rather than a coroutine, so that one whose caller has gone is simply dropped.
@@ -112,13 +117,21 @@ class Domain:
             await barrier()
         return result
 
-    def post_write(self, fn: Callable[[WriteContext], Any], on_done: Callable[[Outcome], None]) -> None:
+    def post_write(self, fn: Callable[[WriteContext], Any], on_done: Callable[[Outcome], None], *,
+                   conditions: Sequence[object] = ()) -> None:
         """Queue ``fn`` for the next group commit without waiting for it
         (:meth:`controller.data.group_commit.Writer.post`): ``on_done`` gets its outcome on the writer's task once
         it is durable (or failed), after the listeners have been told of its changes. A barrier a listener returns
         is not awaited: nobody waits for this write."""
         mutation = _Mutation(fn, self.registry, self.clock.now(), self._listeners, self.env, self.journal)
-        self.writer.post(mutation, on_done, on_commit=mutation.committed)
+        self.writer.post(mutation, on_done, on_commit=mutation.committed, conditions=conditions)
+
+    def publish(self, changes: list[Change]) -> None:
+        """Tell every listener of changes that reached the store without a write of this domain (another node's
+        writes, applied to this node's replica), as for a committed write; nobody waits for a barrier they return."""
+        if changes:
+            for listener in self._listeners:
+                listener(changes)
 
     async def record(self, *events: Event) -> None:
         """Record ``events``, which describe something that changed no row (a refused login), in a write of their
@@ -275,6 +288,9 @@ class _Mutation:
 
     def __call__(self, txn: WriteTxn) -> Any:
         ctx = WriteContext(txn, self.registry, self.now, env=self.env, author=self.author)
+        # A run again (after another node wrote first) keeps only its own changes and events.
+        self.changes = ()
+        self.recorded = None
         result = self.fn(ctx)
         if ctx.changes:
             self.changes = ctx.changes

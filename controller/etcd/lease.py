@@ -30,6 +30,7 @@ class LeaseKeeper:
         self.valid_until = valid_until
         self.interval = interval if interval is not None else lease.ttl / 3
         self.renewals = 0
+        self.renewed = trio.lowlevel.ParkingLot()  # unparked at every successful renewal
 
     @classmethod
     async def grant(cls, client: EtcdClient, ttl: int, *, interval: float | None = None) -> LeaseKeeper:
@@ -64,5 +65,6 @@ class LeaseKeeper:
                     self.valid_until = sent + ttl
                     lifetime.deadline = self.valid_until
                     self.renewals += 1
+                    self.renewed.unpark_all()
                 await trio.sleep_until(sent + self.interval)
         raise LeaseExpired(f"lease {self.lease.id:x}: no keepalive succeeded before it could have expired")

@@ -27,10 +27,10 @@ from controller.errors import not_found
 from controller.model.spec import ReadContext
 from controller.posture.causes import mfa_failure_instant, remedy, reported_by, rule_words
 from controller.posture.decision import GRANTED, Decision, decide
-from controller.posture.engine import PostureEngine
 from controller.posture.plan import AccessPlan, ServiceAccess, identity_plan
 from controller.posture.records import MfaState, PostureData
 from controller.posture.rules import PASS, MfaRule
+from controller.posture.service import PostureService
 from controller.posture.state import IdentityState
 from controller.resources.sessions import API_SESSIONS
 from storage.store import Store
@@ -182,10 +182,10 @@ def explain_access(ctx: ReadContext, store: Store, identity: Mapping[str, Any], 
     }
 
 
-async def explain_identity_access(domain: Domain, engine: PostureEngine, identity_id: str, service_id: str,
+async def explain_identity_access(domain: Domain, posture: PostureService, identity_id: str, service_id: str,
                                   api_session_id: str | None, *, evaluate_posture: bool) -> dict[str, Any]:
     """:func:`explain_access` for the identity and service of these ids, now: the identity's state from its actor
-    (every earlier message handled), its API sessions and the model from one snapshot. What
+    (every earlier message handled, on whichever node hosts it), its API sessions and the model from one snapshot. What
     ``GET /identities/{id}/access/{serviceId}`` and the console's access page answer.
 
     Raises:
@@ -198,7 +198,7 @@ async def explain_identity_access(domain: Domain, engine: PostureEngine, identit
         raise not_found("identity", identity_id)
     if service is None:
         raise not_found("service", service_id)
-    state = await engine.state(identity_id)
+    state = await posture.state(identity_id)
     with domain.read() as ctx:
         api_sessions = ctx.txn.get_many(API_SESSIONS.kind,
                                         ctx.txn.ids_by_ref(API_SESSIONS.kind, "identityId", identity_id))

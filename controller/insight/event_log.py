@@ -17,7 +17,7 @@ of its type (``controller/insight/catalog.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 import msgspec
@@ -88,6 +88,14 @@ class EventLog:
         if self.hub.subscribers:
             self.hub.publish([KeptEvent(event_id, data) for event_id, data in cast(list[tuple[int, bytes]],
                                                                                    recorded)])
+
+    def replicated(self, rows: Iterable[tuple[str, bytes]]) -> None:
+        """Publish the events of rows another node stored (``(row id, data)``), now in this node's store: a
+        cluster's event streams show every node's events, in id order."""
+        if self.hub.subscribers:
+            events = [event for key, data in sorted(rows) for event in _events(key, data)]
+            if events:
+                self.hub.publish(events)
 
     def trim(self, ctx: WriteContext) -> int:
         """Delete the rows of events beyond the last ``keep`` (after a start with a smaller ``keep``); how many."""

@@ -12,6 +12,6 @@ sessions in line with them.
   checks.
 
 It imports the layers below it (resources, data, access, check_types, model) and ``actors``; authentication and
-the runtime build on it, and reach the engine only through :class:`controller.posture.engine.PostureEngine`'s
-methods (``controller/authentication/parts.py`` names the ones logins use).
+the runtime build on it, and reach the engine only through :class:`controller.posture.service.PostureService`
+(``controller/authentication/parts.py`` names the part logins use).
 """

@@ -65,6 +65,7 @@ from controller.posture.persistence import (
     send_replies,
 )
 from controller.posture.plan import IdentityPlan, identity_plan
+from controller.posture.service import Moved, Ownership
 from controller.posture.state import IdentityState, decode_state
 from controller.posture.watchers import StateWatchers
 from controller.resources.identities import IDENTITIES
@@ -244,9 +245,10 @@ class PostureEngine:
     """
 
     def __init__(self, domain: Domain, live_identities: Callable[[], Iterable[str]], *,
-                 evaluate_posture: bool = True) -> None:
+                 evaluate_posture: bool = True, ownership: Ownership | None = None) -> None:
         self.domain = domain
         self._live_identities = live_identities
+        self.ownership = ownership
         self.lateness = LatenessRecorder()
         # Sessions revoked since start, by cause (machine.REVOKE_CAUSES), counted when decided: what monitoring reads.
         self.revocations = dict.fromkeys(machine.REVOKE_CAUSES, 0)
@@ -264,14 +266,27 @@ class PostureEngine:
         removal a crash kept from its actor (see :func:`record_mfa_removal`)."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.actors.run)
-            with self.domain.store.read() as txn:
-                for identity_id, data in txn.scan_raw(STATE_KIND):
+            if self.ownership is None:  # in a cluster, identities are adopted as their shards are claimed
+                self.adopt(lambda _identity_id: True)
+            task_status.started()
+
+    def adopt(self, select: Callable[[str], bool]) -> None:
+        """Host the identities ``select`` accepts from their stored state: re-arm each one's deadline at the same
+        wall-clock instant (one already past fires at once) and deliver every MFA removal not yet handled."""
+        with self.domain.store.read() as txn:
+            for identity_id, data in txn.scan_raw(STATE_KIND):
+                if select(identity_id):
                     deadline = decode_state(identity_id, data).deadline
                     if deadline is not None:
                         self.actors.arm(identity_id, deadline)
-                for row in txn.scan(PENDING_KIND):
-                    self.actors.post(str(row["id"]), MfaRemoved())
-            task_status.started()
+            pending = [str(row["id"]) for row in txn.scan(PENDING_KIND) if select(str(row["id"]))]
+        for identity_id in pending:
+            self.actors.post(identity_id, MfaRemoved())
+
+    def release(self, select: Callable[[str], bool]) -> int:
+        """Stop hosting the identities ``select`` accepts (another node does from now on): their actors stop, what
+        waited for them fails with :class:`Moved`. Returns how many actors stopped."""
+        return self.actors.release(select, Moved())
 
     # What callers ask ----------------------------------------------------------------------------------------
 
@@ -344,16 +359,22 @@ class PostureEngine:
         return self.actors.upcoming(limit)
 
     def post(self, identity_id: str, message: IdentityMessage) -> None:
-        """Queue a message for the identity's actor (what the methods above do; for the engine's own use)."""
-        self.actors.post(identity_id, message)
+        """Queue a message for the identity's actor (what the methods above do; for the engine's own use); in a
+        cluster, only for an identity this node hosts."""
+        if self.ownership is None or self.ownership.owns(identity_id):
+            self.actors.post(identity_id, message)
 
     def queue(self, write: StepWrite) -> None:
-        """Queue an identity's write with the others not yet begun (one :class:`_Flush`)."""
+        """Queue an identity's write with the others not yet begun (one :class:`_Flush`); in a cluster it carries
+        the fence of the identity's owner."""
         flush = self._flush
         if flush is None or flush.begun:
             flush = self._flush = Flush(self)
-            self.domain.post_write(flush, flush.finished)
+            self.domain.post_write(flush, flush.finished, conditions=flush.conditions)
         flush.writes.append(write)
+        if self.ownership is not None:
+            conditions = flush.conditions
+            conditions.extend(fence for fence in self.ownership.fence(write.key) if fence not in conditions)
 
     @property
     def watched_kinds(self) -> frozenset[str]:
@@ -369,13 +390,17 @@ class PostureEngine:
         reevaluate: set[str] = set()
         roles_changed = policies_changed = False
         access_kinds = self.domain.registry.access_kinds
+        ownership = self.ownership
         for change in changes:
             if change.kind == SESSIONS:
                 self.sessions_changed(change)
             elif change.kind == API_SESSIONS.kind:
                 identity_id = (change.before or {}).get("identityId")
                 if change.after is None and identity_id:
-                    self.api_session_ended(str(identity_id), change.id)
+                    self.post(str(identity_id), ApiSessionEnded(change.id))
+                elif ownership is not None and change.before is None and change.after is not None:
+                    # In a cluster the owner learns of a login on any node from the committed row.
+                    self.post(str(change.after.get("identityId")), ApiSessionStarted(change.id))
             elif change.kind == IDENTITIES.kind:
                 if change.before is not None and (
                         change.after is None or _access_fields(change.before) != _access_fields(change.after)):
@@ -385,6 +410,8 @@ class PostureEngine:
                 reevaluate.update(self._live_identities())
                 policies_changed = True
         reason = "roleChange" if roles_changed and not policies_changed else "policyChange"
+        if ownership is not None:
+            reevaluate = {identity_id for identity_id in reevaluate if ownership.owns(identity_id)}
         return self.reevaluate(sorted(reevaluate), reason) if reevaluate else None
 
     def sessions_changed(self, change: Change) -> None:

@@ -55,12 +55,13 @@ class Flush:
     """One queued write for every identity write (:class:`StepWrite`) queued since the last one began: identities
     write together, in one mutation of one group commit."""
 
-    __slots__ = ("begun", "engine", "writes")
+    __slots__ = ("begun", "conditions", "engine", "writes")
 
     def __init__(self, engine: WriteOwner) -> None:
         self.engine = engine
         self.writes: list[StepWrite] = []
         self.begun = False
+        self.conditions: list[object] = []  # in a cluster, the fences of the owners of its identities
 
     def __call__(self, ctx: WriteContext) -> None:
         self.begun = True
@@ -80,8 +81,8 @@ class StepWrite:
 
     The lists stay None until a step needs them: most writes carry only the state of a posture report."""
 
-    __slots__ = ("begun", "done", "engine", "events", "gone", "grants", "key", "lateness", "pending_cleared",
-                 "replies", "revoke", "revoke_causes", "settles", "state", "waiter")
+    __slots__ = ("begun", "done", "engine", "events", "gone", "granted", "grants", "key", "lateness",
+                 "pending_cleared", "replies", "revoke", "revoke_causes", "settles", "state", "waiter")
 
     def __init__(self, engine: WriteOwner, key: str) -> None:
         self.engine = engine
@@ -89,9 +90,11 @@ class StepWrite:
         self.state: IdentityState | None = None
         self.revoke: list[str] | None = None
         self.revoke_causes: list[Mapping[str, Any]] | None = None  # why, for each of revoke (its events' cause)
-        # Per granted session: its id, its body (the stored row once written, or the ApiError that refused it),
-        # the requests answered with it, and the events recorded once it is stored.
+        # Per granted session: its id, its body, the requests answered with it, and the events recorded once it is
+        # stored; ``granted`` holds, in the same order, what the write made of each (the stored row, or the
+        # ApiError that refused it).
         self.grants: list[tuple[str, Any, list[OneShot[Any]], tuple[Event, ...]]] | None = None
+        self.granted: list[Any] | None = None
         self.events: list[Event] | None = None  # recorded with the write
         self.replies: list[tuple[OneShot[Any], Any]] | None = None
         self.settles: list[OneShot[Any]] | None = None
@@ -107,6 +110,9 @@ class StepWrite:
         reference no identity): the identity's actor learns of the deletion (``Reevaluate``) and drops the state in
         a later write."""
         txn, key = ctx.txn, self.key
+        # Everything below is derived again on every run (a cluster's commit may run a write twice).
+        self.gone = False
+        self.granted = [] if self.grants else None
         if self.revoke or self.grants:
             if not txn.exists("identities", key):
                 self.gone = True
@@ -118,14 +124,14 @@ class StepWrite:
                     if index < len(causes):
                         ctx.end_cause(SESSIONS, session_id, causes[index])
                     delete_row(ctx, sessions, session_id)
-            grants = self.grants or []
-            for index, (session_id, body, replies, events) in enumerate(grants):
+            granted = self.granted if self.granted is not None else []
+            for session_id, body, _replies, events in self.grants or ():
                 # Its API session may have ended, or its service gone, since the decision.
                 if not (txn.exists("api-sessions", body["apiSessionId"])
                         and txn.exists("services", body["serviceId"])):
-                    grants[index] = (session_id, ApiError("NOT_FOUND"), replies, ())
+                    granted.append(ApiError("NOT_FOUND"))
                 else:
-                    grants[index] = (session_id, create_row(ctx, sessions, body, None, session_id), replies, ())
+                    granted.append(create_row(ctx, sessions, body, None, session_id))
                     for event in events:
                         ctx.record(event)
         for event in self.events or ():
@@ -150,7 +156,7 @@ class StepWrite:
         else:
             if self.replies:
                 send_replies(self.replies)
-            for _, row, replies, _ in self.grants or ():
+            for (_, _, replies, _), row in zip(self.grants or (), self.granted or (), strict=True):
                 send_replies([(reply, row) for reply in replies])
             if self.lateness:
                 engine = self.engine

@@ -51,9 +51,10 @@ RESOURCES: tuple[Resource, ...] = (
     SERVICE_CONFIGS,
 )
 
-# Kinds kept in storage that are not resources of their own, keyed by identity id: MFA enrolments and the posture
-# engine's per-identity state.
-INTERNAL: tuple[KindLayout, ...] = (KindLayout("mfa"), KindLayout("posture-state"), KindLayout("posture-pending"))
+# Kinds kept in storage that are not resources of their own: MFA enrolments and the posture engine's per-identity
+# state (keyed by identity id), and the throttles and failure counts the nodes of a cluster share.
+INTERNAL: tuple[KindLayout, ...] = (KindLayout("mfa"), KindLayout("posture-state"), KindLayout("posture-pending"),
+                                    KindLayout("guess-counters"))
 
 
 def build_registry(internal: Iterable[KindLayout] = ()) -> Registry:

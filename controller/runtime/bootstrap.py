@@ -1,6 +1,6 @@
 """First start: seed system rows, the ``default`` auth policy, the config types endpoints read and the default
 admin; on every start, bring rows an earlier version stored up to date (API-session tokens kept as digests) and
-record the start (``controller/runtime/controllers.py``).
+record the start (``controller/runtime/controllers.py``; a node of a cluster has a membership record instead).
 
 Idempotent: every later start finds what the first one wrote and changes nothing but the record of its start. The
 admin's password is taken from the settings; when none is given a random one is generated, printed once and written
@@ -63,6 +63,7 @@ async def bootstrap(controller: Controller) -> BootstrapResult:
         # Hashing costs tens of milliseconds: only on the start that creates the admin, off the Trio thread.
         password_hash = await controller.hashing.hash(password)
     registry = controller.registry
+    clustered = controller.cluster is not None
 
     def seed(ctx: WriteContext) -> bool:
         _digest_stored_tokens(ctx)
@@ -77,7 +78,8 @@ async def bootstrap(controller: Controller) -> BootstrapResult:
             ctx.txn.put("auth-policies", {**policy, "isSystem": True})
         # The config types endpoints read (intercept.v1, host.v1, ...), each unless one of its id or name exists.
         seed_config_types(ctx)
-        record_controller_start(ctx)
+        if not clustered:  # a cluster's nodes are listed from their membership records instead
+            record_controller_start(ctx)
         if ctx.txn.meta("defaultAdminId") is not None or password_hash is None:
             return False
         admin = create_row(ctx, registry["identities"],

@@ -48,8 +48,10 @@ async def renew_server_certificate(controller: Controller, *,
         # A second past the instant, so that the rule "within RENEW_BEFORE of expiry" holds whatever the rounding.
         await trio.sleep_until(controller.clock.to_trio(due + 1))
         moment = dt.datetime.fromtimestamp(controller.clock.now(), dt.UTC)
-        issue = functools.partial(ensure_pki, settings.data_dir / "pki", settings.sans,
-                                  server_key_type=settings.server_key_type, now=moment)
+        # A node of a cluster keeps the network's server key, whatever it was told.
+        key_type = settings.server_key_type if controller.cluster is None else controller.cluster.server_key_type
+        issue = functools.partial(ensure_pki, settings.data_dir / "pki", settings.sans, server_key_type=key_type,
+                                  now=moment)
         pki = await trio.to_thread.run_sync(issue) if settings.worker_threads else issue()
         controller.pki = pki
         controller.jwts.signer = TokenSigner.from_pki(pki, renewing=controller.jwts.signer)

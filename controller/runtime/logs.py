@@ -75,3 +75,6 @@ def configure_logging(level: str = "INFO") -> None:
     # handed the "hypercorn.error" logger itself (controller/runtime/task_tree.py), so it comes out here, as JSON,
     # exactly once.
     logging.getLogger("hypercorn.access").disabled = True
+    # httpx logs every request it sends at INFO: in cluster mode that is every etcd call (keepalives several times a
+    # second, every write); its warnings and errors still come out.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))

@@ -64,6 +64,21 @@ class _Positive(click.ParamType):  # type: ignore[type-arg]  # generic only in n
         return number
 
 
+def _etcd_urls(text: str) -> tuple[str, ...]:
+    """``URL[,URL...]``: etcd's client URLs, each ``http://`` or ``https://`` with a host."""
+    urls = tuple(url.strip() for url in text.split(",") if url.strip())
+    if not urls or not all(url.startswith(("http://", "https://")) and len(url.split("://", 1)[1]) > 0
+                           for url in urls):
+        raise click.BadParameter("must be etcd client URLs (http://HOST:PORT or https://HOST:PORT), comma-separated")
+    return urls
+
+
+def _prefix(text: str) -> str:
+    if not text.startswith("/") or not text.endswith("/") or "//" in text:
+        raise click.BadParameter("must start and end with '/' and have no empty part, such as /tollgate/")
+    return text
+
+
 def _backups(value: int) -> int:
     if value < 0:
         raise click.BadParameter("must be 0 or more")
@@ -122,6 +137,24 @@ def _checked(convert: Any) -> Any:
 @click.option("--no-events", is_flag=True, help="record no events (what benchmarks compare against)")
 @click.option("--log-level", type=click.Choice(_LEVELS, case_sensitive=False), default="INFO",
               help="log level (INFO)")
+@click.option("--etcd", metavar="URL[,URL...]", default=None, callback=_checked(_etcd_urls),
+              help="cluster mode: the client URLs of the etcd cluster the controllers of this network share (off: "
+                   "a single controller on its own store)")
+@click.option("--etcd-ca", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
+              help="CA certificate (PEM) of the etcd members' TLS certificates")
+@click.option("--etcd-cert", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
+              help="this controller's client certificate for etcd (PEM)")
+@click.option("--etcd-key", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
+              help="the key of --etcd-cert (PEM)")
+@click.option("--etcd-prefix", default="/tollgate/", callback=_checked(_prefix),
+              help="the network's key prefix in etcd (/tollgate/)")
+@click.option("--node-name", default=None, help="this controller's name in the cluster (HOST:PORT)")
+@click.option("--lease-ttl", type=_Positive("seconds"), default=3,
+              help="seconds this controller's etcd lease lives without a keepalive; at least 2 (3)")
+@click.option("--etcd-max-txn-ops", type=_Positive("operations"), default=128,
+              help="etcd's --max-txn-ops, as its members are configured (128)")
+@click.option("--etcd-max-request-bytes", type=_Positive("bytes"), default=1536 * 1024,
+              help="etcd's --max-request-bytes, as its members are configured (1572864)")
 @click.pass_context
 def serve(ctx: click.Context, /, **options: Any) -> None:
     """Serve the management and client APIs. The default admin's credentials on first start come from
@@ -131,6 +164,7 @@ def serve(ctx: click.Context, /, **options: Any) -> None:
     configure_logging(str(options["log_level"]).upper())
     # Imported here, not at the top: every admin verb parses its command line through this module's group, and
     # none of them should pay for importing the server (Trio, hypercorn, Quart, the whole controller).
+    from controller.cluster import ClusterUnreachable
     from controller.runtime.task_tree import run
     from storage.store import StoreInUse
 
@@ -139,9 +173,21 @@ def serve(ctx: click.Context, /, **options: Any) -> None:
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         logging.getLogger("tollgate").warning("interrupted")
         ctx.exit(130)
-    except StoreInUse as exc:  # a second controller on the same data directory
+    except (StoreInUse, ClusterUnreachable) as exc:  # a second controller on the directory; etcd unreachable
         logging.getLogger("tollgate").error(str(exc))
         ctx.exit(1)
+    except BaseExceptionGroup as group:  # the same, raised under a cluster node's own tasks
+        refused, rest = group.split((StoreInUse, ClusterUnreachable))
+        if refused is None or rest is not None:
+            raise
+        for error in _leaves(refused):
+            logging.getLogger("tollgate").error(str(error))
+        ctx.exit(1)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    return [leaf for error in group.exceptions
+            for leaf in (_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])]
 
 
 def _settings(options: Mapping[str, Any], environ: Mapping[str, str]) -> Settings:
@@ -150,6 +196,12 @@ def _settings(options: Mapping[str, Any], environ: Mapping[str, str]) -> Setting
     Raises:
         click.UsageError: admin credentials outside the login limits (they could never log in).
     """
+    if options["lease_ttl"] < 2:
+        raise click.UsageError("--lease-ttl must be at least 2 seconds (etcd's minimum)")
+    if (options["etcd_cert"] is None) != (options["etcd_key"] is None):
+        raise click.UsageError("--etcd-cert and --etcd-key go together")
+    if not options["etcd"] and any(options[name] for name in ("etcd_ca", "etcd_cert", "etcd_key", "node_name")):
+        raise click.UsageError("--etcd-ca, --etcd-cert, --etcd-key and --node-name need --etcd")
     username = environ.get("TOLLGATE_ADMIN_USERNAME") or "admin"
     password = environ.get("TOLLGATE_ADMIN_PASSWORD") or None
     for name, value, (low, high) in (("TOLLGATE_ADMIN_USERNAME", username, _USERNAME_LENGTH),
@@ -166,7 +218,10 @@ def _settings(options: Mapping[str, Any], environ: Mapping[str, str]) -> Setting
         metrics_address=options["metrics_address"], events=not options["no_events"],
         events_keep=options["events_keep"], events_file=options["events_file"],
         events_file_max_bytes=options["events_file_max_bytes"], events_file_backups=options["events_file_backups"],
-        events_heartbeat=options["events_heartbeat"],
+        events_heartbeat=options["events_heartbeat"], etcd=options["etcd"] or (), etcd_ca=options["etcd_ca"],
+        etcd_cert=options["etcd_cert"], etcd_key=options["etcd_key"], etcd_prefix=options["etcd_prefix"],
+        node_name=options["node_name"], lease_ttl=options["lease_ttl"],
+        etcd_max_txn_ops=options["etcd_max_txn_ops"], etcd_max_request_bytes=options["etcd_max_request_bytes"],
     )
 
 

@@ -39,6 +39,15 @@ class Settings:
         metrics_address: ``host:port`` (``[v6-address]:port`` for IPv6; port 0 picks a free one) of a separate plain
             HTTP listener serving ``GET /metrics`` in the Prometheus text format to anyone who reaches it, with no
             session: bind it where only the monitoring system can. None (the default) opens no such listener.
+        etcd: the client URLs of the etcd cluster this node shares the network through (cluster mode); empty (the
+            default): a single node on its own LMDB store.
+        etcd_ca, etcd_cert, etcd_key: PEM files for TLS to etcd: the CA of its members' certificates, and this
+            node's client certificate and key.
+        etcd_prefix: the key prefix of the network in etcd (several networks may share one etcd).
+        node_name: this node's name in the cluster (None: ``HOST:PORT`` once it listens).
+        lease_ttl: seconds this node's lease lives without a keepalive (etcd's minimum is 2).
+        etcd_max_txn_ops, etcd_max_request_bytes: etcd's ``--max-txn-ops`` and ``--max-request-bytes``, as its
+            members are configured.
         events: record events (``controller.insight``). Off, no write stores one and the event views are empty:
             the switch benchmarks compare against.
         events_keep: how many of the latest events the store keeps (``GET /events``, stream resumes, the event
@@ -68,6 +77,15 @@ class Settings:
     read_timeout: int = 30
     max_connections: int = 1000
     metrics_address: str | None = None
+    etcd: tuple[str, ...] = ()
+    etcd_ca: Path | None = None
+    etcd_cert: Path | None = None
+    etcd_key: Path | None = None
+    etcd_prefix: str = "/tollgate/"
+    node_name: str | None = None
+    lease_ttl: int = 3
+    etcd_max_txn_ops: int = 128
+    etcd_max_request_bytes: int = 1536 * 1024
     events: bool = True
     events_keep: int = 10_000
     events_file: Path | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from urllib.parse import urlsplit
@@ -22,7 +23,10 @@ import trio
 from hypercorn.config import Config
 from quart_trio import QuartTrio
 
+from controller.authentication.shared_throttles import SharedThrottles
 from controller.certificates import Pki
+from controller.cluster import ClusterConfig, ClusterNode, Limits, connect
+from controller.etcd import TlsFiles
 from controller.insight import EventFile, write_events_behind
 from controller.insight.event_log import TRIM_BATCH, latest_id, oldest_id
 from controller.runtime import memory
@@ -82,14 +86,33 @@ def _signal_trigger() -> Iterator[Callable[[], Awaitable[None]]]:
 async def start_services(controller: Controller, nursery: trio.Nursery) -> BootstrapResult:
     """Start every service of ``controller`` in ``nursery`` (cancel it to stop them), in the order they need each
     other: the writer (every write goes through it), the event log's trim to ``--events-keep`` and the event file
-    (it resumes after the last event it holds), the posture engine (it re-arms every persisted deadline), bootstrap
-    (a new data directory's first rows; every start records itself), API-session expiry, the database operations
-    and the server certificate's renewal. Returns what bootstrap did."""
+    (it resumes after the last event it holds), the posture engine (it re-arms every persisted deadline); in cluster
+    mode the replica (caught up with etcd, or rebuilt from it, before the event log's trim, bootstrap and serving)
+    and the read barrier; bootstrap (a new data directory's first rows; every start records itself; in cluster mode
+    the network is then marked initialised), API-session expiry, the database operations and the server
+    certificate's renewal. Returns what bootstrap did."""
     await nursery.start(controller.writer.run)
-    await _start_events(controller, nursery)
+    cluster = controller.cluster
+    if cluster is None:
+        await _start_events(controller, nursery)
     await nursery.start(controller.engine.run)
+    if cluster is not None:
+        # After the engine: catching up tells the listeners (the engine's too) of every change made meanwhile.
+        assert cluster.replica is not None and cluster.freshness is not None
+        await nursery.start(cluster.replica.run)
+        await nursery.start(cluster.freshness.run)
+        await cluster.freshness.wait_fresh()  # every write acknowledged before this start is here
+        await _start_events(controller, nursery)  # its trim is a write: on the replica once caught up
     result = await bootstrap(controller)
+    if cluster is not None:
+        await cluster.initialised()
+    if cluster is not None:
+        assert cluster.ownership is not None and cluster.router is not None
+        await nursery.start(cluster.router.run)
+        await nursery.start(cluster.ownership.run)  # it claims shards once this node is announced
     await nursery.start(controller.sessions.run)
+    if isinstance(controller.throttles, SharedThrottles):
+        await nursery.start(controller.throttles.run)
     await nursery.start(controller.database.run)
     await nursery.start(renew_server_certificate, controller)
     return result
@@ -120,8 +143,36 @@ async def serve_controller(settings: Settings, *, on_ready: Callable[[Controller
     ``controller.metrics.url`` (printed without ``on_ready``). On shutdown the listeners stop accepting, let in-flight
     requests finish (up to their graceful timeout), then the API sessions' activity is persisted and the services
     stop; every write acknowledged to a client is on disk by then.
+
+    With ``settings.etcd`` the controller is a node of a cluster: it reaches etcd first (or exits with
+    :class:`~controller.cluster.ClusterUnreachable`, nothing initialised), holds its lease, joins the network
+    (initialising it if nobody has) and serves from its replica.
     """
-    controller = Controller.open(settings)
+    if not settings.etcd:
+        await _serve_node(settings, None, on_ready, shutdown_trigger)
+        return
+    async with connect(cluster_config(settings)) as etcd, trio.open_nursery() as membership:
+        node = ClusterNode(cluster_config(settings), etcd)
+        await membership.start(node.membership.run)
+        await node.join(settings.data_dir / "pki", settings.sans, settings.server_key_type)
+        await _serve_node(settings, node, on_ready, shutdown_trigger)
+        membership.cancel_scope.cancel()
+
+
+def cluster_config(settings: Settings) -> ClusterConfig:
+    """How ``settings`` say this node reaches its network's etcd."""
+    tls = None
+    if settings.etcd_ca or settings.etcd_cert or any(url.startswith("https://") for url in settings.etcd):
+        tls = TlsFiles(settings.etcd_ca, settings.etcd_cert, settings.etcd_key)
+    return ClusterConfig(tuple(settings.etcd), prefix=settings.etcd_prefix, tls=tls, node_name=settings.node_name,
+                         lease_ttl=settings.lease_ttl,
+                         limits=Limits(settings.etcd_max_txn_ops, settings.etcd_max_request_bytes))
+
+
+async def _serve_node(settings: Settings, node: ClusterNode | None,
+                      on_ready: Callable[[Controller, list[str]], None] | None,
+                      shutdown_trigger: Callable[..., Awaitable[None]] | None) -> None:
+    controller = Controller.open(settings, node=node)
     pki = controller.pki if settings.tls else None
     try:
         with memory.runtime_policy():
@@ -174,6 +225,9 @@ async def _serve(controller: Controller, app: QuartTrio, config: Config,
         if port is not None:
             # Enrolment JWTs name the controller's address; with port 0 it is known only now.
             controller.jwts.address = controller.settings.address_for(port)
+            if controller.cluster is not None:
+                await controller.cluster.announce(controller.settings.host, port, controller.jwts.address,
+                                                  _reachable(urls[0]), controller.pki)
         if on_ready is not None:
             on_ready(controller, urls)
         else:
@@ -186,6 +240,14 @@ async def _serve(controller: Controller, app: QuartTrio, config: Config,
             if metrics is not None:
                 print(f"Metrics:        {metrics.url}", flush=True)
         log.info("controller started", extra={"urls": urls, "metrics": metrics.url if metrics is not None else None})
+
+
+def _reachable(url: str) -> str:
+    """``url`` as other hosts reach it: a wildcard host becomes this host's name."""
+    parts = urlsplit(url)
+    if parts.hostname in ("0.0.0.0", "::", None):
+        return parts._replace(netloc=f"{socket.getfqdn()}:{parts.port}").geturl()
+    return url
 
 
 def run(settings: Settings) -> None:

@@ -353,3 +353,28 @@ async def test_upcoming_lists_the_earliest_pending_deadlines(nursery: trio.Nurse
     registry.post("a", SetDeadline(None))
     await trio.sleep(16)  # "parked" fired; "a" was disarmed
     assert registry.upcoming(10) == [(start + 20, "b"), (start + 30, "c"), (start + 40, "d")]
+
+
+class Gone(Exception):
+    pass
+
+
+async def test_released_actors_stop_and_their_deadlines_never_fire(nursery: trio.Nursery,
+                                                                   autojump_clock: trio.testing.MockClock) -> None:
+    registry, _ = await open_registry(nursery, write_seconds=1000)
+    start = trio.current_time()
+    for key in ("a1", "a2", "b1"):
+        registry.post(key, SetDeadline(start + 50))
+    await trio.sleep(1)
+    assert all(live(registry, key) for key in ("a1", "a2", "b1"))  # parked, their writes in flight
+    waiting = OneShot[Counter]()
+    registry.post("a1", Read(waiting))  # queued, not yet handled
+    assert registry.release(lambda key: key.startswith("a"), Gone()) == 2
+    with pytest.raises(Gone):
+        await waiting.receive()
+    await trio.sleep(100)
+    assert not live(registry, "a1") and not live(registry, "a2")
+    assert (await registry.ask("b1", Read)).fired_at == (start + 50,)  # the others go on
+    assert registry.statistics()["live"] == 1
+    # Posted to again, a released key is a new actor, loaded from what is stored.
+    assert (await registry.ask("a1", Read)).fired_at == ()

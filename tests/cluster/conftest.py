@@ -6,6 +6,8 @@
 - ``prefix``: a key prefix of the test's own; every key a test writes goes under it, so tests never see each other's
   keys. Compaction is cluster-wide: a test only ever watches or reads from revisions it made itself.
 - ``client``: an ``EtcdClient`` over every member.
+- ``network`` (session): three controller processes of one network on this worker's etcd, started on first use;
+  ``net`` (per test) is the same network with the etcd healed and every controller running again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from controller.etcd import EtcdClient
+from tests.cluster.controllers import Network
 from tests.cluster.etcd_cluster import ETCD, EtcdCluster
 
 
@@ -46,3 +49,19 @@ def prefix() -> str:
 async def client(etcd: EtcdCluster) -> AsyncIterator[EtcdClient]:
     async with EtcdClient(etcd.endpoints) as etcd_client:
         yield etcd_client
+
+
+@pytest.fixture(scope="session")
+def network(etcd_cluster: EtcdCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
+    shared = Network(tmp_path_factory.mktemp("network"), etcd_cluster.endpoints)
+    try:
+        shared.start_sync()
+        yield shared
+    finally:
+        shared.stop()
+
+
+@pytest.fixture
+async def net(etcd: EtcdCluster, network: Network) -> Network:
+    await network.heal()
+    return network

@@ -60,7 +60,7 @@ def register(bp: Blueprint, controller: Controller) -> None:
     @bp.get("/identities/<id>/access/<serviceId>")
     async def access(id: str, serviceId: str) -> Response:
         api_session_id = request.args.get("apiSessionId") or None
-        explained = await explain_identity_access(domain, controller.engine, id, serviceId, api_session_id,
+        explained = await explain_identity_access(domain, controller.posture, id, serviceId, api_session_id,
                                                   evaluate_posture=controller.settings.evaluate_posture)
         now = controller.clock.now()
         left = {t["type"]: max(0, round(parse_time(t["nextChange"]["at"]) - now))

@@ -99,7 +99,7 @@ def register(bp: Blueprint, controller: Controller) -> DetailPage:
     async def posture_context(identity_id: str) -> dict[str, Any]:
         if not domain.exists("identities", identity_id):
             raise not_found("identity", identity_id)
-        state = await controller.engine.state(identity_id)
+        state = await controller.posture.state(identity_id)
         return {"identity_id": identity_id, "records": posture_records(state.posture),
                 "failures": [dict(f) for f in state.failures]}
 

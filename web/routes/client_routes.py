@@ -104,7 +104,7 @@ _SESSION_BODY: dict[str, Any] = {
 
 
 def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
-    engine = controller.engine
+    engine = controller.posture
     domain = controller.domain
 
     # Everything here acts for the caller's identity: a fully authenticated session of any identity.

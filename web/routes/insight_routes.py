@@ -118,7 +118,7 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
         return response
 
     async def explain(id: str, serviceId: str) -> Response:
-        return ok(await explain_identity_access(controller.domain, controller.engine, id, serviceId,
+        return ok(await explain_identity_access(controller.domain, controller.posture, id, serviceId,
                                                 request.args.get("apiSessionId") or None,
                                                 evaluate_posture=controller.settings.evaluate_posture))
 

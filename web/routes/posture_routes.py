@@ -91,7 +91,7 @@ def _policy_type() -> str | None:
 
 def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
     domain = controller.domain
-    engine = controller.engine
+    engine = controller.posture
 
     group = RouteGroup(routes, bp, "management", tag="Identity", access=Access.ADMIN)
 

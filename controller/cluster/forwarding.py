@@ -1,0 +1,251 @@
+"""Routing what callers ask of identities' actors to the node that hosts them.
+
+:class:`RoutedPosture` is the posture service of a cluster node: a posture report, a session request, an MFA pass
+or removal, or a read of an identity's state goes to this node's engine when this node owns the identity's shard
+(``controller/cluster/ownership.py``), else to the owner over the internal channel, and the caller gets the answer
+(or the error) the owner's engine gave, as a single node would give it. While nobody holds the shard (its owner
+died and its lease has not expired yet, or it is being handed on), the call waits for a holder, at most
+:attr:`RoutedPosture.within` seconds, then answers 503 ``CLUSTER_UNAVAILABLE``. An owner that lost the shard
+meanwhile answers "moved" and the call is routed again.
+
+**The internal channel.** ``POST /edge/internal/v1/posture`` on each node's own listener (its address in its membership
+record), signed: the header ``X-Tollgate-Forward: TIME:HMAC`` is HMAC-SHA256 over the time and the body, keyed by a
+key derived from the network's enrolment-token key, which only the network's nodes hold (etcd gives it to them with
+the PKI). A request whose signature does not verify, or whose time is more than :data:`SKEW` seconds off, is refused
+(401) before anything is decoded. Over TLS the node also checks the peer's certificate against the network CA.
+Every forwarded request passes the receiving node's read barrier first, like any other request, so the owner sees
+every write acknowledged before it was sent (the login just made on the forwarding node, say).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import math
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+import msgspec
+import trio
+
+from controller.cluster.membership import Membership
+from controller.cluster.ownership import ShardOwnership
+from controller.data.commit_step import ConditionFailed
+from controller.errors import ApiError, nested_cause
+from controller.posture.service import Moved, PostureService
+from controller.posture.state import IdentityState, decode_state, encode_state
+
+__all__ = ["FORWARD_PATH", "SIGNATURE_HEADER", "SKEW", "RoutedPosture", "forwarding_key"]
+
+log = logging.getLogger("tollgate.cluster")
+
+FORWARD_PATH = "/edge/internal/v1/posture"  # under /edge: no legacy-path rewrite (web/legacy_paths.py)
+SIGNATURE_HEADER = "X-Tollgate-Forward"
+SKEW = 30.0
+"""Seconds a forwarded request's signed time may differ from the receiving node's clock."""
+_MOVED = 409
+_REQUEST_TIMEOUT = 30.0
+
+
+def forwarding_key(token_key: bytes) -> bytes:
+    """The key that signs forwarded requests, derived from the network's enrolment-token key."""
+    return hashlib.sha256(b"tollgate internal forwarding\0" + token_key).digest()
+
+
+def _sign(key: bytes, stamp: str, body: bytes) -> str:
+    return hmac.new(key, stamp.encode() + b"\n" + body, hashlib.sha256).hexdigest()
+
+
+class _Call(msgspec.Struct, frozen=True):
+    op: str
+    identity_id: str
+    args: dict[str, Any]
+
+
+class _Unreachable(Exception):
+    """The owner did not answer (it died, or is paused): wait for the shard's next holder."""
+
+
+class RoutedPosture:
+    """A cluster node's :class:`~controller.posture.service.PostureService`.
+
+    Args:
+        local: this node's engine.
+        ownership: who holds which shard.
+        membership: where each node is reached.
+        key: :func:`forwarding_key` of the network.
+        within: seconds a call waits for a shard to have a holder.
+        ca_pem: the network CA, which owners' certificates must chain to (over TLS).
+    """
+
+    def __init__(self, local: PostureService, ownership: ShardOwnership, membership: Membership, key: bytes, *,
+                 within: float, ca_pem: bytes) -> None:
+        self._local = local
+        self._ownership = ownership
+        self._membership = membership
+        self._key = key
+        self.within = within
+        self._tls = ssl.create_default_context(cadata=ca_pem.decode("ascii"))
+        self._tls.check_hostname = False  # a node is reached by whatever address it announced; the CA is checked
+        self._http: httpx.AsyncClient | None = None
+        self.forwarded = 0
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Hold the HTTP client that reaches the other nodes."""
+        async with httpx.AsyncClient(verify=self._tls, timeout=_REQUEST_TIMEOUT) as http:
+            self._http = http
+            task_status.started()
+            await trio.sleep_forever()
+
+    # -- the posture service --------------------------------------------------------------------------------------
+
+    async def report_posture(self, identity_id: str, api_session_id: str, responses: Sequence[Mapping[str, Any]],
+                             *, woken: bool = False, unlocked: bool = False) -> list[dict[str, Any]]:
+        changed: list[dict[str, Any]] = await self._call("report_posture", identity_id, {
+            "apiSessionId": api_session_id, "responses": [dict(r) for r in responses], "woken": woken,
+            "unlocked": unlocked})
+        return changed
+
+    async def request_session(self, identity_id: str, api_session_id: str, service_id: str, session_type: str,
+                              tags: Mapping[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = await self._call("request_session", identity_id, {
+            "apiSessionId": api_session_id, "serviceId": service_id, "type": session_type, "tags": dict(tags)})
+        return row
+
+    async def state(self, identity_id: str) -> IdentityState:
+        encoded: str = await self._call("state", identity_id, {})
+        return decode_state(identity_id, base64.b64decode(encoded))
+
+    def api_session_started(self, identity_id: str, api_session_id: str) -> None:
+        """Nothing to send: the owner learns of the API session from its committed row (the engine of a cluster
+        node does, on every node's writes)."""
+
+    async def mfa_passed(self, identity_id: str, api_session_id: str) -> None:
+        await self._call("mfa_passed", identity_id, {"apiSessionId": api_session_id})
+
+    async def mfa_removed(self, identity_id: str) -> None:
+        await self._call("mfa_removed", identity_id, {})
+
+    # -- routing ------------------------------------------------------------------------------------------------
+
+    async def _call(self, op: str, identity_id: str, args: dict[str, Any]) -> Any:
+        deadline = trio.current_time() + self.within
+        ownership = self._ownership
+        while True:
+            if ownership.owns(identity_id):
+                try:
+                    return await self._run_local(op, identity_id, args)
+                except (Moved, ConditionFailed):
+                    pass  # the shard went elsewhere under the call: route it again
+            else:
+                holder = ownership.holder(identity_id)
+                record = self._membership.live().get(holder) if holder is not None else None
+                if holder is not None and record is not None and holder != ownership.name:
+                    try:
+                        return await self._forward(holder, record.internal_address,
+                                                   _Call(op, identity_id, args), deadline)
+                    except _Unreachable:
+                        pass
+            if trio.current_time() >= deadline:
+                raise ApiError("CLUSTER_UNAVAILABLE", nested_cause(
+                    "no live node hosted the identity's actor in time", "CLUSTER_UNAVAILABLE", {"applied": "no"}))
+            with trio.move_on_at(deadline):
+                await ownership.changed.park()
+
+    async def _forward(self, holder: str, address: str, call: _Call, deadline: float) -> Any:
+        """Send ``call`` to ``holder``; given up (:class:`_Unreachable`) when it cannot be reached, or when the
+        shard changes hands meanwhile (a paused holder never answers: its successor does)."""
+        http = self._http
+        assert http is not None, "the forwarding client is not running"
+        body = msgspec.json.encode(call)
+        stamp = repr(time.time())
+        headers = {SIGNATURE_HEADER: f"{stamp}:{_sign(self._key, stamp, body)}", "content-type": "application/json"}
+        replies: list[httpx.Response] = []
+        ownership = self._ownership
+
+        async def send(done: trio.CancelScope) -> None:
+            try:
+                replies.append(await http.post(address + FORWARD_PATH, content=body, headers=headers))
+            except httpx.HTTPError as error:
+                log.info("a forwarded call did not reach its node", extra={"node": holder, "error": str(error)})
+            done.cancel()
+
+        async def moved(done: trio.CancelScope) -> None:
+            while ownership.holder(call.identity_id) == holder:
+                await ownership.changed.park()
+            done.cancel()
+
+        async with trio.open_nursery() as race:
+            race.cancel_scope.deadline = max(deadline, trio.current_time() + 0.1)
+            race.start_soon(send, race.cancel_scope)
+            race.start_soon(moved, race.cancel_scope)
+        if not replies:
+            raise _Unreachable("the shard changed hands, or its holder did not answer in time")
+        reply = replies[0]
+        self.forwarded += 1
+        if reply.status_code == _MOVED:
+            raise _Unreachable("the node no longer hosts the identity")
+        answer = reply.json()
+        if reply.status_code != 200 or not isinstance(answer, dict):
+            raise ApiError("UNHANDLED", nested_cause(f"the owner answered {reply.status_code}"))
+        refused = answer.get("error")
+        if refused is not None:
+            raise ApiError(refused["code"], refused.get("cause"))
+        return answer.get("result")
+
+    async def _run_local(self, op: str, identity_id: str, args: Mapping[str, Any]) -> Any:
+        local = self._local
+        match op:
+            case "report_posture":
+                return await local.report_posture(identity_id, args["apiSessionId"], args["responses"],
+                                                  woken=bool(args["woken"]), unlocked=bool(args["unlocked"]))
+            case "request_session":
+                return await local.request_session(identity_id, args["apiSessionId"], args["serviceId"],
+                                                   args["type"], args["tags"])
+            case "state":
+                return base64.b64encode(encode_state(await local.state(identity_id))).decode("ascii")
+            case "mfa_passed":
+                return await local.mfa_passed(identity_id, args["apiSessionId"])
+            case "mfa_removed":
+                return await local.mfa_removed(identity_id)
+        raise ApiError("INVALID_INPUT", nested_cause(f"no such forwarded operation: {op}", "INVALID_INPUT"))
+
+    # -- serving forwarded calls ----------------------------------------------------------------------------------
+
+    def verified(self, signature: str | None, body: bytes) -> bool:
+        """Whether a forwarded request was signed by a node of this network, recently."""
+        if not signature or ":" not in signature:
+            return False
+        stamp, _, digest = signature.rpartition(":")
+        try:
+            sent = float(stamp)
+        except ValueError:
+            return False
+        if not math.isfinite(sent) or abs(time.time() - sent) > SKEW:
+            return False
+        return hmac.compare_digest(digest, _sign(self._key, stamp, body))
+
+    async def serve(self, signature: str | None, body: bytes) -> tuple[int, bytes]:
+        """Answer a forwarded call: its status and JSON body (401 unsigned, 409 when this node does not host the
+        identity, else 200 with the result or the error the engine gave)."""
+        if not self.verified(signature, body):
+            return 401, b'{"error":{"code":"UNAUTHORIZED"}}'
+        try:
+            call = msgspec.json.decode(body, type=_Call)
+        except msgspec.DecodeError:
+            return 400, b'{"error":{"code":"INVALID_INPUT"}}'
+        if not self._ownership.owns(call.identity_id):
+            return _MOVED, b"{}"
+        try:
+            result = await self._run_local(call.op, call.identity_id, call.args)
+        except (Moved, ConditionFailed):
+            return _MOVED, b"{}"
+        except ApiError as error:
+            return 200, msgspec.json.encode({"error": {"code": error.code, "cause": error.cause}})
+        return 200, msgspec.json.encode({"result": result})
+

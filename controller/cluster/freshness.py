@@ -1,0 +1,88 @@
+"""The read barrier of a cluster node, batched as etcd's own ReadIndex: one quorum read serves every request that
+arrived before it was sent.
+
+A request asks to be fresh; the barrier's service sends one linearizable read of the head (its mod revision is the
+revision of the latest replicated write) for everyone waiting when it is sent, and those requests then wait until
+the local replica has applied that revision. Requests that arrive while a read is in flight wait for the next one,
+so one read is in flight at a time whatever the load, and each request sees every write acknowledged (anywhere)
+before it arrived. The head rather than etcd's global revision: a revision moved by keys outside the replicated
+data (leases, membership, other networks on the same etcd) would otherwise make readers wait for a progress
+notification.
+
+When etcd cannot answer (no quorum), reads are served from the replica as it is after a short bound: it holds at
+least every write this node acknowledged, since a write is acknowledged only once applied here.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from controller.cluster.commit import ReplicatedCommit
+from controller.cluster.keys import NetworkKeys
+from controller.etcd import EtcdClient, EtcdError
+
+__all__ = ["STALE_READ_WAIT", "ReadIndexBarrier"]
+
+log = logging.getLogger("tollgate.cluster")
+
+STALE_READ_WAIT = 0.5
+"""Seconds a request waits for a quorum read that does not come back before it is served from the replica as is."""
+REPLICA_WAIT = 10.0
+"""Seconds a request waits for the replica to reach a revision etcd named (the watch is restarted after a second)."""
+_KICK_AFTER = 1.0
+
+
+class _Round:
+    """One quorum read and the requests it serves: ``revision`` once answered (None: etcd could not say)."""
+
+    __slots__ = ("answered", "revision", "waiting")
+
+    def __init__(self) -> None:
+        self.answered = trio.Event()
+        self.revision: int | None = None
+        self.waiting = 0
+
+
+class ReadIndexBarrier:
+    """A :class:`~controller.data.freshness.Freshness` over ``commit``'s replica; :meth:`run` is its service."""
+
+    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, commit: ReplicatedCommit) -> None:
+        self._etcd = etcd
+        self._keys = keys
+        self._commit = commit
+        self._next = _Round()
+        self._wanted = trio.lowlevel.ParkingLot()
+        self.rounds = 0
+
+    async def wait_fresh(self) -> None:
+        round_ = self._next
+        round_.waiting += 1
+        self._wanted.unpark()
+        with trio.move_on_after(STALE_READ_WAIT):
+            await round_.answered.wait()
+        revision = round_.revision
+        if revision is None or self._commit.head >= revision:
+            return
+        with trio.move_on_after(_KICK_AFTER):
+            await self._commit.wait_head(revision)
+            return
+        self._commit.kick()  # the replica lags what etcd named: its watch may be stuck
+        with trio.move_on_after(REPLICA_WAIT - _KICK_AFTER):
+            await self._commit.wait_head(revision)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Send one quorum read at a time, each for the requests waiting when it is sent."""
+        task_status.started()
+        while True:
+            while not self._next.waiting:
+                await self._wanted.park()
+            round_, self._next = self._next, _Round()
+            try:
+                found = await self._etcd.range(self._keys.head, keys_only=True)
+                round_.revision = found.kvs[0].mod_revision if found.kvs else 0
+            except EtcdError as error:
+                log.debug("a read barrier could not reach etcd", extra={"error": str(error)})
+            self.rounds += 1
+            round_.answered.set()

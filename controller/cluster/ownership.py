@@ -1,0 +1,256 @@
+"""Shard ownership: exactly one live node hosts each identity's actor, fenced by etcd.
+
+Every node watches the ``owners/`` keys and the live nodes (``controller/cluster/membership.py``). For each virtual
+shard (``controller/cluster/shards.py``) the live node that should own it claims it when nobody holds it: a txn
+that creates ``owners/NNN`` under the node's lease only if the key is absent (``CREATE == 0``), so one node at most
+holds it. Once claimed, and once the node's replica holds every write acknowledged before (the read barrier), the
+posture engine adopts the shard's identities (:class:`ShardHost`): their replicated state is loaded and every
+deadline re-armed. A node that holds a shard another live node should own (a node joined, or came back) releases
+it: the engine stops those actors first, then the key is deleted, and the rightful owner claims it.
+
+**Fencing.** Every write the engine makes for an owned identity carries a compare of the shard key's creation
+revision (:meth:`ShardOwnership.fence`): once the key is gone (the lease expired while this process was paused,
+say) or belongs to someone else, etcd refuses the write. And the node stops acting on its own clock: when its lease
+is no longer surely alive (``LeaseKeeper.valid_until`` less :data:`MARGIN`, without a renewal), it releases every
+shard locally, before etcd can expire the lease and let another node claim them. A node whose key vanished under
+it (seen on the watch) releases that shard too.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import trio
+
+from controller.cluster.keys import NetworkKeys
+from controller.cluster.membership import Membership
+from controller.cluster.shards import SHARDS, desired_owner, shard_of
+from controller.etcd import (
+    Compacted,
+    Compare,
+    CompareOp,
+    CompareTarget,
+    Delete,
+    EtcdClient,
+    EtcdError,
+    EventType,
+    Put,
+)
+
+__all__ = ["MARGIN", "Freshness", "ShardHost", "ShardOwnership"]
+
+log = logging.getLogger("tollgate.cluster")
+
+MARGIN = 0.5
+"""Seconds before its lease could expire (on this node's clock) at which a node stops acting for its shards."""
+_RETRY_PAUSE = 0.5
+
+
+class ShardHost(Protocol):
+    """What hosts the identity actors of the shards this node owns (the posture engine)."""
+
+    def adopt(self, select: Callable[[str], bool]) -> None:
+        """Host the identities ``select`` accepts, from their stored state, deadlines re-armed."""
+
+    def release(self, select: Callable[[str], bool]) -> int:
+        """Stop hosting the identities ``select`` accepts."""
+
+
+class Freshness(Protocol):
+    async def wait_fresh(self) -> None: ...
+
+
+class ShardOwnership:
+    """This node's shards (an ``Ownership`` of the posture engine), and who holds every other one."""
+
+    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, membership: Membership, freshness: Freshness) -> None:
+        self._etcd = etcd
+        self._keys = keys
+        self._membership = membership
+        self._freshness = freshness
+        self.name = ""  # this node's name, once it serves (it claims nothing before)
+        self.host: ShardHost | None = None
+        self._holders: dict[int, str] = {}  # shard -> the node whose key holds it
+        self._mine: dict[int, Compare] = {}  # shard -> its fence (adopted: the engine hosts its identities)
+        self._lease = 0  # the lease this node's keys are on
+        self._dirty = True
+        self._wake = trio.lowlevel.ParkingLot()
+        self.changed = trio.lowlevel.ParkingLot()  # unparked whenever a shard's holder changes
+        membership.on_change(self._mark)
+
+    # -- what the engine and the router ask ---------------------------------------------------------------------
+
+    def owns(self, identity_id: str) -> bool:
+        return shard_of(identity_id) in self._mine
+
+    def fence(self, identity_id: str) -> Sequence[object]:
+        fence = self._mine.get(shard_of(identity_id))
+        return () if fence is None else (fence,)
+
+    def holder(self, identity_id: str) -> str | None:
+        """The node holding the identity's shard, as the watch last told (None: nobody, for now)."""
+        return self._holders.get(shard_of(identity_id))
+
+    def owned(self) -> list[int]:
+        return sorted(self._mine)
+
+    # -- the service --------------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Follow the holders, claim and release shards as the live nodes change, and stop acting before the
+        lease could expire. Cancelled, it releases every shard it holds (the engine first)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._follow)
+                nursery.start_soon(self._reconcile)
+                nursery.start_soon(self._watchdog)
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                for shard in list(self._mine):
+                    await self._release(shard)
+
+    def _mark(self) -> None:
+        self._dirty = True
+        self._wake.unpark_all()
+
+    async def _follow(self) -> None:
+        """Keep ``_holders`` as etcd holds it: read every key, then watch from that read."""
+        while True:
+            try:
+                found = await self._etcd.range(self._keys.owners, prefix=True)
+                holders: dict[int, str] = {}
+                for kv in found.kvs:
+                    shard = self._keys.shard_of_owner_key(kv.key)
+                    if shard is not None:
+                        holders[shard] = kv.value.decode(errors="replace")
+                self._holders = holders
+                self._held_changed()
+                async with self._etcd.watch(self._keys.owners, prefix=True, start_revision=found.header.revision + 1,
+                                            unavailable_timeout=math.inf) as watch:
+                    async for update in watch:
+                        for event in update.events:
+                            shard = self._keys.shard_of_owner_key(event.kv.key)
+                            if shard is None:
+                                continue
+                            if event.type is EventType.DELETE:
+                                self._holders.pop(shard, None)
+                                if shard in self._mine:  # not released by this node: its lease ended under it
+                                    self._drop(shard, "its ownership key vanished")
+                            else:
+                                self._holders[shard] = event.kv.value.decode(errors="replace")
+                        self._held_changed()
+            except Compacted:
+                continue
+            except EtcdError as error:
+                log.debug("the shard holders' view lost etcd; reading again", extra={"error": str(error)})
+                await trio.sleep(_RETRY_PAUSE)
+
+    def _held_changed(self) -> None:
+        self.changed.unpark_all()
+        self._mark()
+
+    async def _reconcile(self) -> None:
+        while True:
+            while not self._dirty:
+                await self._wake.park()
+            self._dirty = False
+            try:
+                await self._step()
+            except EtcdError as error:
+                log.warning("claiming or releasing shards failed; trying again", extra={"error": str(error)})
+                await trio.sleep(_RETRY_PAUSE)
+                self._dirty = True
+
+    async def _step(self) -> None:
+        membership = self._membership
+        live = membership.live()
+        keeper = membership.keeper
+        if not self.name or self.name not in live or keeper is None:
+            return
+        if keeper.lease_id != self._lease:
+            for shard in list(self._mine):  # keys on the old lease are gone with it
+                self._drop(shard, "this node's lease changed")
+            self._lease = keeper.lease_id
+        desired = {shard for shard in range(SHARDS) if desired_owner(shard, live) == self.name}
+        for shard in sorted(set(self._mine) - desired):
+            await self._release(shard)
+        if keeper.remaining(trio.current_time()) <= MARGIN:
+            return  # not surely alive: the watchdog asks again once the lease is renewed
+        claimed: dict[int, Compare] = {}
+        for shard in sorted(desired - set(self._mine)):
+            holder = self._holders.get(shard)
+            if holder is None:
+                fence = await self._claim(shard, self._lease)
+            elif holder == self.name:  # dropped by the watchdog, or before a restart: its key may still be ours
+                fence = await self._reclaim(shard, self._lease)
+            else:
+                continue
+            if fence is not None:
+                claimed[shard] = fence
+        if claimed:
+            # The replica first holds every write made before the claim: the state the old owner left.
+            await self._freshness.wait_fresh()
+            if self._lease != keeper.lease_id or keeper.remaining(trio.current_time()) <= MARGIN:
+                return  # lost meanwhile: the keys went with the lease
+            self._mine.update(claimed)
+            shards = frozenset(claimed)
+            if self.host is not None:
+                self.host.adopt(lambda identity_id: shard_of(identity_id) in shards)
+            self.changed.unpark_all()  # calls waiting for a holder: this node hosts them now
+            log.info("shards claimed", extra={"shards": sorted(shards)})
+
+    async def _claim(self, shard: int, lease: int) -> Compare | None:
+        """Create the shard's key under ``lease`` if nobody holds it; its fence, or None if someone did."""
+        key = self._keys.owner(shard)
+        result = await self._etcd.txn([Compare.absent(key)], [Put(key, self.name.encode(), lease=lease)])
+        if not result.succeeded:
+            return None
+        return Compare(key, CompareTarget.CREATE, CompareOp.EQUAL, result.header.revision)
+
+    async def _reclaim(self, shard: int, lease: int) -> Compare | None:
+        """The fence of the shard's key if it is this node's, on ``lease`` (else None: it expires with an old
+        lease, and is claimed anew then)."""
+        key = self._keys.owner(shard)
+        found = (await self._etcd.range(key)).kvs
+        if not found or found[0].lease != lease or found[0].value != self.name.encode():
+            return None
+        return Compare(key, CompareTarget.CREATE, CompareOp.EQUAL, found[0].create_revision)
+
+    async def _release(self, shard: int) -> None:
+        """Hand the shard on: stop its actors, then delete its key (only if still this node's)."""
+        fence = self._mine.get(shard)
+        if fence is None:
+            return
+        self._drop(shard, "another node should own it")
+        await self._etcd.txn([fence], [Delete(fence.key)])
+
+    def _drop(self, shard: int, why: str) -> None:
+        """Stop acting for ``shard`` at once (no etcd call)."""
+        if self._mine.pop(shard, None) is None:
+            return
+        if self.host is not None:
+            self.host.release(lambda identity_id: shard_of(identity_id) == shard)
+        self.changed.unpark_all()
+        log.info("shard released", extra={"shard": shard, "why": why})
+
+    async def _watchdog(self) -> None:
+        """Release every shard once this node's lease is no longer surely alive, before etcd may expire it; claim
+        again once it is renewed (or replaced)."""
+        while True:
+            keeper = self._membership.keeper
+            if keeper is None:
+                await self._wake.park()
+                continue
+            with trio.move_on_at(keeper.valid_until - MARGIN) as waiting:
+                await keeper.renewed.park()
+            if not waiting.cancelled_caught or self._membership.keeper is not keeper:
+                continue
+            for shard in list(self._mine):
+                self._drop(shard, "this node's lease could not be renewed in time")
+            with trio.move_on_at(keeper.valid_until):  # then it is replaced, which marks a change anyway
+                await keeper.renewed.park()
+            self._mark()

@@ -1,0 +1,208 @@
+"""Cluster nodes in this process, on the worker's etcd: the seams part B builds on (write conditions checked by etcd,
+the feed of applied writes), batches split within etcd's limits, and lost answers settled by looking."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from controller.cluster import AppliedWrite
+from controller.data.commit_step import ConditionFailed
+from controller.errors import ApiError
+from controller.etcd import Compare, CompareOp, CompareTarget, EtcdClient, Op, OutcomeUnknown, Put, TxnResult
+from controller.insight import kept_events
+from controller.model.events import MFA, Event
+from controller.runtime.composition import Controller
+from tests.cluster.etcd_cluster import EtcdCluster
+from tests.support import make_settings, serving
+
+
+@asynccontextmanager
+async def node(etcd: EtcdCluster, prefix: str, directory: Path, name: str,
+               **overrides: Any) -> AsyncIterator[Controller]:
+    settings = make_settings(directory / name, port=0, etcd=tuple(etcd.endpoints), etcd_prefix=prefix,
+                             node_name=name, lease_ttl=2, **overrides)
+    async with serving(settings) as (controller, _urls):
+        yield controller
+
+
+async def create_service(controller: Controller, conditions: Sequence[Compare] = ()) -> dict[str, Any]:
+    write = controller.domain.validated_create("services", {"name": f"svc-{uuid.uuid4().hex[:10]}",
+                                                            "encryptionRequired": True})
+    row: dict[str, Any] = await controller.domain.write(write, conditions=conditions)
+    return row
+
+
+def service_ids(controller: Controller) -> set[str]:
+    with controller.domain.read() as ctx:
+        return set(ctx.txn.ids("services"))
+
+
+async def test_a_write_commits_only_while_its_conditions_hold(etcd: EtcdCluster, prefix: str,
+                                                              tmp_path: Path) -> None:
+    async with EtcdClient(etcd.endpoints) as client, node(etcd, prefix, tmp_path, "a") as a:
+        claim = f"{prefix}claims/shard-1"
+        created = (await client.put(claim, "mine")).header.revision
+        mine = Compare(claim, CompareTarget.CREATE, CompareOp.EQUAL, created)
+        stale = Compare(claim, CompareTarget.CREATE, CompareOp.EQUAL, created - 1)
+        before = service_ids(a)
+        outcomes: dict[str, Any] = {}
+
+        async def attempt(label: str, conditions: Sequence[Compare]) -> None:
+            try:
+                outcomes[label] = await create_service(a, conditions)
+            except ConditionFailed as refused:
+                outcomes[label] = refused
+
+        async with trio.open_nursery() as nursery:  # in one batch, most likely: each is judged on its own
+            nursery.start_soon(attempt, "fenced-out", [stale])
+            for index in range(5):
+                nursery.start_soon(attempt, f"free-{index}", [])
+            nursery.start_soon(attempt, "owner", [mine])
+        assert isinstance(outcomes.pop("fenced-out"), ConditionFailed)
+        written = {str(row["id"]) for row in outcomes.values()}
+        assert service_ids(a) - before == written and len(written) == 6
+
+
+async def test_every_node_hears_of_every_applied_write(etcd: EtcdCluster, prefix: str, tmp_path: Path) -> None:
+    async with node(etcd, prefix, tmp_path, "a") as a, node(etcd, prefix, tmp_path, "b") as b:
+        assert b.cluster is not None and b.cluster.commit is not None
+        heard: list[AppliedWrite] = []
+        b.cluster.commit.subscribe(heard.append)
+        remote = await create_service(a)
+        with trio.fail_after(10):
+            await b.freshness.wait_fresh()
+        [write] = [w for w in heard if ("services", remote["id"]) in w.rows]
+        assert not write.local and write.node == "a" and write.revision > 0
+        assert [(c.kind, c.id, c.before, c.after is not None) for c in write.changes
+                if c.kind == "services"] == [("services", remote["id"], None, True)]
+        own = await create_service(b)
+        [write] = [w for w in heard if ("services", own["id"]) in w.rows]
+        assert write.local
+
+
+async def test_batches_split_within_etcd_limits_and_a_mutation_too_large_is_refused(etcd: EtcdCluster,
+                                                                                   prefix: str,
+                                                                                   tmp_path: Path) -> None:
+    """With etcd taking at most 8 operations per txn, 40 creates at once commit (in several chained txns), and a
+    mutation writing 20 rows is refused alone, writing nothing."""
+    # "b" first: it initialises the network (its first rows take more than 8 operations together).
+    async with node(etcd, prefix, tmp_path, "b") as b, node(etcd, prefix, tmp_path, "a", etcd_max_txn_ops=8) as a:
+        assert b.cluster is not None and b.cluster.commit is not None
+        heard: list[AppliedWrite] = []
+        b.cluster.commit.subscribe(heard.append)
+        rows: list[dict[str, Any]] = []
+
+        async def create() -> None:
+            rows.append(await create_service(a))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(40):
+                nursery.start_soon(create)
+        with trio.fail_after(10):
+            await b.freshness.wait_fresh()
+        assert {str(row["id"]) for row in rows} <= service_ids(b)
+        # Every txn stayed within the limit (its rows and the head's put), so there were at least six of them.
+        txns = [sum(kind == "services" for kind, _ in write.rows) for write in heard]
+        txns = [count for count in txns if count]
+        assert sum(txns) == 40 and max(txns) <= 7 and len(txns) >= 6, txns
+
+        def many_rows(ctx: Any) -> None:
+            for index in range(20):
+                ctx.txn.put("guess-counters", {"id": f"bulk-{index}", "count": index})
+
+        with pytest.raises(ApiError) as refused:
+            await a.domain.write(many_rows)
+        assert refused.value.code == "WRITE_TOO_LARGE" and refused.value.status == 413
+        with a.domain.read() as ctx:
+            assert not ctx.txn.exists("guess-counters", "bulk-0")
+
+
+@pytest.mark.parametrize("sent", [True, False], ids=["applied", "never-sent"])
+async def test_a_write_whose_answer_was_lost_is_settled_by_looking(etcd: EtcdCluster, prefix: str, tmp_path: Path,
+                                                                   sent: bool) -> None:
+    """The first txn that writes rows raises OutcomeUnknown, after etcd applied it or without sending it: the write
+    is answered once, as a success, and its row is there exactly once."""
+    async with node(etcd, prefix, tmp_path, "a") as a:
+        assert a.cluster is not None
+        client = a.cluster.etcd
+        real = client.txn
+        lost: list[int] = []
+
+        async def losing(compare: Sequence[Compare] = (), success: Sequence[Op] = (),
+                         failure: Sequence[Op] = ()) -> TxnResult:
+            if not lost and any(isinstance(op, Put) and isinstance(op.key, bytes) and b"/d/r/services/" in op.key
+                                for op in success):
+                lost.append(1)
+                if sent:
+                    await real(compare, success, failure)
+                raise OutcomeUnknown("the answer was lost")
+            return await real(compare, success, failure)
+
+        client.txn = losing  # type: ignore[method-assign]
+        before = service_ids(a)
+        row = await create_service(a)
+        assert lost == [1]
+        assert service_ids(a) - before == {row["id"]}
+        with a.domain.read() as ctx:
+            names = [r["name"] for r in ctx.txn.scan("services") if r["id"] not in before]
+        assert names == [row["name"]]
+
+
+def kept(controller: Controller) -> list[tuple[int, bytes]]:
+    with controller.store.read() as txn:
+        return [(event.id, event.data) for event in kept_events(txn)]
+
+
+async def test_events_travel_with_their_writes_and_keep_one_order(etcd: EtcdCluster, prefix: str,
+                                                                  tmp_path: Path) -> None:
+    """Writes on two nodes at once: every node keeps the same events, numbered one after the other with no gap and
+    no id twice; a node's event stream shows the other node's events; the log's trim (one range delete) reaches
+    every replica."""
+    async with node(etcd, prefix, tmp_path, "a", events_keep=1) as a, node(etcd, prefix, tmp_path, "b",
+                                                                           events_keep=1) as b:
+        created: list[str] = []
+
+        async def create(on: Controller) -> None:
+            created.append(str((await create_service(on))["id"]))
+
+        with b.events_hub.subscribe() as streamed:
+            async with trio.open_nursery() as nursery:
+                for index in range(20):
+                    nursery.start_soon(create, a if index % 2 else b)
+            with trio.fail_after(10):
+                await a.freshness.wait_fresh()
+                await b.freshness.wait_fresh()
+            seen = kept(a)
+            assert seen == kept(b)
+            ids = [event_id for event_id, _ in seen]
+            assert ids == list(range(ids[0], ids[0] + len(ids)))
+            changed = [json.loads(data) for _, data in seen]
+            services = [event["entityId"] for event in changed
+                        if event.get("entityType") == "services" and event["event_type"] == "created"]
+            assert sorted(services) == sorted(created)
+            from_a = {event["entityId"] for event in changed if event["event_src_id"] == a.instance_id
+                      and event.get("entityType") == "services"}
+            assert len(from_a) == 10
+            wanted = {event_id for event_id, data in seen if json.loads(data)["event_src_id"] == a.instance_id
+                      and json.loads(data).get("entityType") == "services"}
+            streamed_ids: set[int] = set()
+            with trio.fail_after(10):
+                while not wanted <= streamed_ids:
+                    streamed_ids |= {event.id for event in await streamed.receive()}
+
+        # 300 events in one write take the log past keep + one trim batch: the write deletes every older row.
+        await a.domain.record(*[Event(MFA, "failed", {"identity_id": "x", "api_session_id": "y",
+                                                      "operation": "verify", "reason": "MFA_INVALID_TOKEN",
+                                                      "locked_out": False}) for _ in range(300)])
+        with trio.fail_after(10):
+            await b.freshness.wait_fresh()
+        trimmed = kept(a)
+        assert trimmed == kept(b) and trimmed[0][0] > ids[-1] and len(trimmed) == 300

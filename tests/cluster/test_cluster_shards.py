@@ -1,0 +1,193 @@
+"""Identity actors sharded over the live nodes, and calls forwarded to the owner: two nodes in this process on the
+worker's etcd, reached over HTTP as clients reach them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from controller.cluster.forwarding import FORWARD_PATH, SIGNATURE_HEADER
+from controller.cluster.shards import SHARDS, desired_owner
+from controller.etcd import EtcdClient, Unavailable
+from controller.runtime.composition import Controller
+from tests.cluster.etcd_cluster import EtcdCluster
+from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, make_settings, serving
+
+MGMT = "/edge/management/v1"
+CLIENT = "/edge/client/v1"
+SETTLE_WITHIN = 30.0
+
+
+@asynccontextmanager
+async def node(etcd: EtcdCluster, prefix: str, directory: Path, name: str) -> AsyncIterator[tuple[Controller, str]]:
+    settings = make_settings(directory / name, port=0, etcd=tuple(etcd.endpoints), etcd_prefix=prefix,
+                             node_name=name, lease_ttl=2, tls=False)
+    async with serving(settings) as (controller, urls):
+        yield controller, urls[0]
+
+
+def owned(controller: Controller) -> set[int]:
+    assert controller.cluster is not None and controller.cluster.ownership is not None
+    return set(controller.cluster.ownership.owned())
+
+
+async def until(condition: Callable[[], bool], within: float = SETTLE_WITHIN) -> None:
+    """Wait (bounded) until ``condition()`` holds of nodes whose services run in this process."""
+    with trio.fail_after(within):
+        while not condition():  # noqa: ASYNC110  # several nodes' state: no one event says when it holds
+            await trio.sleep(0.05)
+
+
+async def settled(nodes: dict[str, Controller]) -> None:
+    """Every shard is hosted by the node rendezvous hashing names among ``nodes``, and by no other."""
+    def holds() -> bool:
+        return all(owned(controller) == {s for s in range(SHARDS) if desired_owner(s, nodes) == name}
+                   for name, controller in nodes.items())
+
+    await until(holds)
+
+
+async def test_each_shard_is_hosted_by_exactly_one_live_node(etcd: EtcdCluster, prefix: str, tmp_path: Path) -> None:
+    async with EtcdClient(etcd.endpoints) as client, node(etcd, prefix, tmp_path, "a") as (a, _):
+        async with node(etcd, prefix, tmp_path, "b") as (b, _):
+            await settled({"a": a, "b": b})
+            assert owned(a) and owned(b) and not owned(a) & owned(b)
+            keys = (await client.range(f"{prefix}owners/", prefix=True)).kvs
+            holders = {int(kv.key.rsplit(b"/", 1)[1]): kv.value.decode() for kv in keys}
+            assert holders == {s: desired_owner(s, ["a", "b"]) for s in range(SHARDS)}
+            assert all(kv.lease != 0 for kv in keys)  # each on its holder's lease
+        # b stopped: it handed its shards on, and a hosts every one.
+        await settled({"a": a})
+        assert owned(a) == set(range(SHARDS))
+
+
+async def _admin(http: httpx.AsyncClient, url: str) -> dict[str, str]:
+    reply = await http.post(f"{url}{MGMT}/authenticate?method=password",
+                            json={"username": ADMIN_USERNAME, "password": ADMIN_PASSWORD})
+    assert reply.status_code == 200, reply.text
+    return {"zt-session": reply.json()["data"]["token"]}
+
+
+async def _create(http: httpx.AsyncClient, url: str, headers: dict[str, str], path: str, body: Any) -> str:
+    reply = await http.post(f"{url}{MGMT}{path}", json=body, headers=headers)
+    assert reply.status_code == 201, reply.text
+    return str(reply.json()["data"]["id"])
+
+
+async def test_a_request_to_another_node_gets_the_owners_decision(etcd: EtcdCluster, prefix: str,
+                                                                   tmp_path: Path) -> None:
+    """A posture report and session requests for an identity hosted by a, sent to b, get what a single node
+    answers; a's actor decides them (b runs none), and the posture data b shows is a's."""
+    async with node(etcd, prefix, tmp_path, "a") as (a, a_url), node(etcd, prefix, tmp_path, "b") as (b, b_url), \
+            httpx.AsyncClient(timeout=30) as http:
+        await settled({"a": a, "b": b})
+        admin = await _admin(http, b_url)
+        await _create(http, b_url, admin, "/edge-routers", {"name": "er1", "roleAttributes": ["er"]})
+        await _create(http, b_url, admin, "/edge-router-policies", {
+            "name": "erp", "semantic": "AnyOf", "identityRoles": ["#all"], "edgeRouterRoles": ["#all"]})
+        await _create(http, b_url, admin, "/service-edge-router-policies", {
+            "name": "serp", "semantic": "AnyOf", "serviceRoles": ["#all"], "edgeRouterRoles": ["#all"]})
+        service = await _create(http, b_url, admin, "/services", {"name": "svc", "encryptionRequired": True,
+                                                                   "roleAttributes": ["s"]})
+        check = await _create(http, b_url, admin, "/posture-checks", {
+            "name": "mac", "typeId": "MAC", "roleAttributes": ["mac"], "macAddresses": ["aa-bb-cc-dd-ee-ff"]})
+        policy = await _create(http, b_url, admin, "/service-policies", {
+            "name": "p", "type": "Dial", "semantic": "AllOf", "identityRoles": ["#u"], "serviceRoles": ["#s"],
+            "postureCheckRoles": ["#mac"]})
+        assert a.cluster is not None and a.cluster.ownership is not None
+        index = 0
+        while True:  # an identity whose actor a hosts
+            index += 1
+            identity = await _create(http, b_url, admin, "/identities", {
+                "name": f"user{index}", "type": "User", "isAdmin": False, "roleAttributes": ["u"]})
+            if a.cluster.ownership.owns(identity):
+                break
+        await _create(http, b_url, admin, "/authenticators", {"identityId": identity, "method": "updb",
+                                                               "username": f"user{index}", "password": "pw-12345678"})
+        login = await http.post(f"{b_url}{CLIENT}/authenticate?method=password",
+                                json={"username": f"user{index}", "password": "pw-12345678"})
+        assert login.status_code == 200, login.text
+        user = {"zt-session": login.json()["data"]["token"]}
+
+        async def dial() -> httpx.Response:
+            return await http.post(f"{b_url}{CLIENT}/sessions", json={"serviceId": service, "type": "Dial"},
+                                   headers=user)
+
+        handled = a.engine.actors.handled, b.engine.actors.handled
+        refused = await dial()
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "INVALID_POSTURE", refused.text
+        assert refused.json()["error"]["cause"]["data"] == {policy: [{"id": check, "typeId": "MAC",
+                                                                      "isPassing": False}]}
+        reported = await http.post(f"{b_url}{CLIENT}/posture-response", headers=user, json={
+            "id": check, "typeId": "MAC", "macAddresses": ["AA:BB:CC:DD:EE:FF"]})
+        assert reported.status_code == 201, reported.text
+        granted = await dial()
+        assert granted.status_code == 201, granted.text
+        again = await dial()  # the same API session's Dial session: the one already granted
+        assert again.status_code in (200, 201) and again.json()["data"]["id"] == granted.json()["data"]["id"]
+        data = await http.get(f"{b_url}{MGMT}/identities/{identity}/posture-data", headers=admin)
+        assert data.status_code == 200
+        assert data.json()["data"]["mac"]["postureCheckId"] == check, data.text
+        assert b.cluster is not None and b.cluster.router is not None and b.cluster.router.forwarded >= 4
+        # a's actors decided (a request, a report, a re-check, two requests, a read); b's decided nothing.
+        assert a.engine.actors.handled >= handled[0] + 5 and b.engine.actors.handled == handled[1]
+
+        # The internal channel takes nothing unsigned, nor signed with anything but the network's key.
+        body = b'{"op":"state","identity_id":"%s","args":{}}' % identity.encode()
+        for headers in ({}, {SIGNATURE_HEADER: "1:00"}, {SIGNATURE_HEADER: f"{trio.current_time()}:{'0' * 64}"}):
+            refused = await http.post(f"{a_url}{FORWARD_PATH}", content=body, headers=headers)
+            assert refused.status_code == 401
+
+
+async def test_a_node_unsure_of_its_lease_stops_acting_and_hosts_its_shards_again(etcd: EtcdCluster, prefix: str,
+                                                                                 tmp_path: Path) -> None:
+    """Keepalives fail (etcd out of reach, as this node sees it): before its lease could expire the node hosts
+    nothing; once they succeed again it hosts every shard again, each key on the lease it holds then (the same
+    keys if the lease survived, new ones if it had to take a new lease)."""
+    async with EtcdClient(etcd.endpoints) as client, node(etcd, prefix, tmp_path, "a") as (a, _):
+        await settled({"a": a})
+        assert a.cluster is not None
+        cluster = a.cluster
+        real = cluster.etcd.lease_keepalive
+
+        async def unreachable(lease_id: int) -> int:
+            raise Unavailable("etcd is out of reach (test)")
+
+        cluster.etcd.lease_keepalive = unreachable  # type: ignore[method-assign]
+        try:
+            await until(lambda: not owned(a), 10)
+        finally:
+            cluster.etcd.lease_keepalive = real  # type: ignore[method-assign]
+        await settled({"a": a})
+        keeper = cluster.membership.keeper
+        assert keeper is not None
+        keys = (await client.range(f"{prefix}owners/", prefix=True)).kvs
+        assert len(keys) == SHARDS and {kv.lease for kv in keys} == {keeper.lease_id}
+
+
+async def test_forwarding_works_over_tls(etcd: EtcdCluster, prefix: str, tmp_path: Path) -> None:
+    """With TLS (the default), a node reaches the owner over HTTPS, checking its certificate against the
+    network CA."""
+    async def tls_node(name: str) -> Any:
+        settings = make_settings(tmp_path / name, port=0, etcd=tuple(etcd.endpoints), etcd_prefix=prefix,
+                                 node_name=name, lease_ttl=2, tls=True)
+        return serving(settings)
+
+    async with await tls_node("a") as (a, a_urls), await tls_node("b") as (b, _):
+        assert a_urls[0].startswith("https://")
+        await settled({"a": a, "b": b})
+        created = await a.domain.create("identities", {"name": "tls-user", "type": "User", "isAdmin": False})
+        identity = str(created["id"])
+        with trio.fail_after(10):
+            await b.freshness.wait_fresh()
+        owner, other = (a, b) if a.cluster is not None and a.cluster.ownership is not None \
+            and a.cluster.ownership.owns(identity) else (b, a)
+        assert other.cluster is not None and other.cluster.router is not None
+        state = await other.posture.state(identity)
+        assert state.identity_id == identity and other.cluster.router.forwarded == 1
+        assert owner is not other
