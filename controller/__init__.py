@@ -6,7 +6,8 @@ import contracts enforce this):
 * ``cli``: the ``tollgate`` command, the operators' verbs and ``serve`` in one click group;
 * ``admin``: the operators' command line, a Management API client (it imports resource specs, never the server);
 * ``runtime``: the composition root, the task tree, settings, logs, metrics, bootstrap and ``serve``;
-* ``cluster``: cluster mode on etcd: replicated writes, the local replica, the read barrier, membership, one network;
+* ``cluster``: cluster mode on etcd: replicated writes, the local replica, the read barrier, membership, one network,
+  identity shards with forwarding and fencing;
 * ``insight``: the event log and its sinks (file, live streams), event queries, and the access explanation;
 * ``maintenance``: database snapshots and the data-integrity check and its repairs;
 * ``authentication``: API sessions, logins, enrolment, MFA, lockout and throttles;
