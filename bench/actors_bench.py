@@ -163,10 +163,12 @@ async def _t3_subject(config: Config, data_dir: Path, monitor: memory.GcMonitor,
     async with running_controller(data_dir, events=events) as running:
         controller = running.controller
         parked = await load_parked(controller, config.t3_count - config.t3_measured, rate=config.rate)
+        # Observed before the measured identities are seeded: on a loaded machine seeding may overrun the first
+        # deadlines, and an outcome decided before the observer was added would never be seen.
+        outcomes = Outcomes(controller)
         measured = await load_measured(controller, blocks=1, per_block=config.t3_measured, rate=config.rate,
                                        gap=0.0, wake_per_actor=parked.wake_seconds / max(1, len(parked.ids)),
                                        margin=config.margin)
-        outcomes = Outcomes(controller)
         window = await _window(controller, parked.ids + measured.ids, outcomes, monitor, measured.block_starts[0],
                                config, config.t3_measured, seed)
         outcomes.close()
@@ -189,6 +191,7 @@ async def _curve(config: Config, data_dir: Path, monitor: memory.GcMonitor) -> l
         lead = config.margin + 3 * sum(counts) * (wake_per_actor + 50e-6)
         starts = [began + lead + n * (config.curve_seconds + config.curve_gap) for n in range(len(counts))]
         measured: list[str] = []
+        outcomes = Outcomes(controller)  # before seeding, as in _t3_subject
         for load, count, start in zip(config.curve_loads, counts, starts, strict=True):
             measured += await seed_mfa_identities(
                 controller, count, deadlines_per_second=load * DEADLINE_SHARE, start_in=start - controller.clock.now(),
@@ -197,7 +200,6 @@ async def _curve(config: Config, data_dir: Path, monitor: memory.GcMonitor) -> l
         memory.settle()
         overran = controller.clock.now() > starts[0]
         ids = parked.ids + measured
-        outcomes = Outcomes(controller)
         for n, (load, count, start) in enumerate(zip(config.curve_loads, counts, starts, strict=True)):
             mix = replace(config, rate=load * DEADLINE_SHARE, msg_rate=load * (1 - DEADLINE_SHARE))
             window = await _window(controller, ids, outcomes, monitor, start, mix, count, seed=100 + n)
@@ -240,11 +242,11 @@ async def _t4(config: Config, data_dir: Path, monitor: memory.GcMonitor) -> list
                        "actor_bytes": (anon_bytes() - before_anon) / population,
                        "actor_file_bytes": (file_bytes() - before_file) / population,
                        "seed_seconds": parked.seed_seconds, "wake_seconds": parked.wake_seconds})
+        outcomes = Outcomes(controller)  # before seeding, as in _t3_subject
         measured = await load_measured(controller, blocks=config.t4_blocks, per_block=config.t4_per_block,
                                        rate=config.rate, gap=config.t4_gap,
                                        wake_per_actor=parked.wake_seconds / population, margin=config.margin)
         ids = parked.ids + measured.ids
-        outcomes = Outcomes(controller)
         for b, start in enumerate(measured.block_starts):
             window = await _window(controller, ids, outcomes, monitor, start, config, config.t4_per_block, seed=b)
             rounds.append({"part": "T4", "round": b, "side": "subject", "overran": measured.overran,

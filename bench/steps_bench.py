@@ -217,10 +217,11 @@ class _Driver:
         start_in, apart = 5.0, 0.01
         began = controller.clock.now()
         rate = 1e9  # a burst's deadlines a nanosecond apart: one instant, as far as the scheduler can tell
+        # Observed before seeding: a deadline decided before the observer was added would never be seen.
+        outcomes = Outcomes(controller)
         ids = await seed_mfa_identities(controller, count, deadlines_per_second=rate, start_in=start_in,
                                         timeout_seconds=MFA_TIMEOUT, role="steps-mfa", gap_every=BURST, gap=apart)
         await wake_all(controller, ids)
-        outcomes = Outcomes(controller)
         first = began + start_in
         elapsed, got = 0.0, []
         for number in range(count // BURST):
