@@ -15,7 +15,8 @@ from controller.clock import format_time
 from controller.posture.records import MFA_GRACE_SECONDS, MfaState, PostureData
 from controller.posture.rules import CheckResult, MfaRule, Rule
 
-__all__ = ["failing_check", "mfa_failure_instant", "remedy", "reported_by", "rule_words"]
+__all__ = ["CHECK_FIELDS", "expand_check", "failing_check", "mfa_failure_instant", "remedy", "reported_by",
+           "rule_words"]
 
 # What events say of a failing check are facts, cheap to take on the engine's path (attribute reads, the check's
 # own compiled values); the access explanation, which is not on that path, words them (rule_words, remedy).
@@ -186,32 +187,47 @@ _FACTS = {"OS": _os, "MAC": _mac, "DOMAIN": _domain, "PROCESS": _process, "PROCE
 _MFA_RULES = {"notPassed": "mfaNotPassed", "timedOut": "mfaTimedOut", "wake": "mfaWake", "unlock": "mfaUnlock"}
 
 
+CHECK_FIELDS = ("postureCheckId", "postureCheckName", "postureCheckType", "required", "policyIds", "rule",
+                "reported", "at")
+"""A failing check's fields as events name them, in the order of its compact form (:func:`failing_check`)."""
+
+
 def failing_check(rule: Rule, policy_ids: Sequence[str], data: PostureData, mfa: MfaState | None,
-                  now: float) -> dict[str, Any]:
+                  now: float) -> tuple[Any, ...]:
     """A failing check as events name it, from facts only (no words: they are the readers' to render, see
-    :func:`rule_words` and the CLI): the check, the policies requiring it, the rule it broke (``rule``: osType,
-    osVersion, macAddress, domain, processNotRunning, processHash, processSigner, processes, mfaNotPassed,
-    mfaTimedOut, mfaWake, mfaUnlock, or ...NotReported), what was reported (``reported``) and what the check
-    requires (``required``); an MFA check also says since when it fails (``at``: a timeout's or a grace's end)."""
+    :func:`rule_words` and the CLI), in compact form: the values of :data:`CHECK_FIELDS` in order, which
+    :func:`expand_check` turns into the event's object. The check, the policies requiring it, the rule it broke
+    (``rule``: osType, osVersion, macAddress, domain, processNotRunning, processHash, processSigner, processes,
+    mfaNotPassed, mfaTimedOut, mfaWake, mfaUnlock, or ...NotReported), what was reported (``reported``) and what
+    the check requires (``required``); only an MFA check has ``at``, since when it fails (a timeout's or a grace's
+    end, epoch seconds here, RFC 3339 once expanded; None: never passed)."""
     header = rule.header or _header(rule)
-    facts = _FACTS.get(header["postureCheckType"])
+    facts = _FACTS.get(header[2])
     if facts is not None:
         name, reported = facts(rule, data)
-        return {**header, "policyIds": policy_ids, "rule": name, "reported": reported}
+        return (*header, policy_ids, name, reported)
     if isinstance(rule, MfaRule):
         why, at = mfa_failure_instant(rule, mfa, now)
-        return {**header, "policyIds": policy_ids, "rule": _MFA_RULES[why], "reported": None, "at": _time(at)}
-    return {**header, "policyIds": policy_ids, "rule": "unknownType", "reported": None}
+        return (*header, policy_ids, _MFA_RULES[why], None, at)
+    return (*header, policy_ids, "unknownType", None)
 
 
-def _header(rule: Rule) -> dict[str, Any]:
-    """What a failing check's entry says of the check itself, made once per compiled rule (rules are shared and
-    never change: a change of the check compiles a new one). Do not mutate it."""
+def expand_check(values: Sequence[Any]) -> dict[str, Any]:
+    """The event's object for a failing check in the compact form of :func:`failing_check` (as stored: arrays
+    may come back as lists)."""
+    check = dict(zip(CHECK_FIELDS, values, strict=False))  # ``at`` only for an MFA check
+    if len(values) == len(CHECK_FIELDS):
+        check["at"] = _time(values[-1])
+    return check
+
+
+def _header(rule: Rule) -> tuple[Any, ...]:
+    """What a failing check's entry says of the check itself (id, name, typeId, what it requires), made once per
+    compiled rule (rules are shared and never change: a change of the check compiles a new one)."""
     header = rule.header
     if header is None:
         check = rule.check
         required = ({"timeoutSeconds": rule.timeout, "promptOnWake": rule.wake, "promptOnUnlock": rule.unlock}
                     if isinstance(rule, MfaRule) else getattr(rule, "expected", None))
-        header = rule.header = {"postureCheckId": check.get("id"), "postureCheckName": check.get("name"),
-                                "postureCheckType": check.get("typeId"), "required": required}
+        header = rule.header = (check.get("id"), check.get("name"), check.get("typeId"), required)
     return header
