@@ -11,7 +11,8 @@ A change makes an event by its kind:
   an update changed and who made the change, never the entity's values (some hold secrets).
 
 Field names are OpenZiti's for its namespaces (``identity_id``, ``api_session_id``, ``entityType``); the same names
-are used for Tollgate's own. Tokens are never copied from a row.
+are used for Tollgate's own. Tokens are never copied from a row. Sessions created and revoked, the commonest
+events, are arrays of their values (``controller/insight/kept.py``: ``POSITIONAL`` names them, in this order).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.model.events import ACCESS, API_SESSIONS, ENTITY_CHANGE, SESSIONS, Author
+from controller.insight.kept import Values
+from controller.model.events import ACCESS, API_SESSIONS, ENTITY_CHANGE, SESSIONS, Author, Cause
 from controller.model.spec import Change, WriteContext
 
 __all__ = ["CLIENT_ENDED", "NOT_ENTITIES", "Derived", "derive", "metadata"]
 
-Derived = tuple[str, str, Mapping[str, Any]]
-"""An event before it is numbered: namespace, type, fields."""
+Derived = tuple[str, str, Values]
+"""An event before it is numbered: namespace, type, fields (a dict, or the values ``POSITIONAL`` names)."""
 
 API_SESSION_KIND = "api-sessions"
 SESSION_KIND = "sessions"
@@ -54,10 +56,8 @@ def derive(ctx: WriteContext) -> list[Derived]:
         if causes is not None and change.after is None and change.kind == SESSION_KIND and before is not None and (
                 cause := causes.get((SESSION_KIND, change.id))) is not None:
             # A revocation with its cause (the posture engine's): the commonest change with an event, inline.
-            out.append((ACCESS, "revoked", {"identity_id": before.get("identityId"), "session_id": change.id,
-                                            "api_session_id": before.get("apiSessionId"),
-                                            "service_id": before.get("serviceId"),
-                                            "session_type": before.get("type"), "cause": cause}))
+            out.append((ACCESS, "revoked", (before.get("identityId"), change.id, before.get("apiSessionId"),
+                                            before.get("serviceId"), before.get("type"), cause)))
         else:
             _from_change(ctx, change, out, authored)
     for _, event in recorded[position:]:
@@ -87,9 +87,14 @@ def _from_change(ctx: WriteContext, change: Change, out: list[Derived], authored
         out.append(_entity(change, authored[0]))
 
 
-def _cause(ctx: WriteContext, kind: str, row_id: str) -> Mapping[str, Any] | None:
+def _cause(ctx: WriteContext, kind: str, row_id: str) -> Cause | None:
     causes = ctx.causes
     return causes.get((kind, row_id)) if causes is not None else None
+
+
+def _code(cause: Cause | None) -> Any:
+    """The code of an API session's end cause (always a map)."""
+    return cause.get("code") if isinstance(cause, Mapping) else None
 
 
 def _by_author(ctx: WriteContext) -> dict[str, Any]:
@@ -115,10 +120,9 @@ def _session(ctx: WriteContext, change: Change, out: list[Derived]) -> None:
     after, before = change.after, change.before
     if before is None:
         assert after is not None
-        out.append((SESSIONS, "created", {
-            "id": change.id, "session_type": after.get("type"), "provider": "legacy",
-            "api_session_id": after.get("apiSessionId"), "identity_id": after.get("identityId"),
-            "service_id": after.get("serviceId"), "service_policy_ids": list(after.get("servicePolicies") or ())}))
+        out.append((SESSIONS, "created", (change.id, after.get("type"), "legacy", after.get("apiSessionId"),
+                                          after.get("identityId"), after.get("serviceId"),
+                                          after.get("servicePolicies") or ())))
         return
     if after is not None:
         return
@@ -127,19 +131,18 @@ def _session(ctx: WriteContext, change: Change, out: list[Derived]) -> None:
     if cause is None:
         api_session_id = str(before.get("apiSessionId"))
         ended = _cause(ctx, API_SESSION_KIND, api_session_id)
-        if ended is not None and ended.get("code") in CLIENT_ENDED:
-            cause, revoked = {"code": "apiSessionEnded", "apiSessionCause": ended.get("code")}, False
-        elif ended is not None and ended.get("code") in _ACCOUNT_ENDED:
-            cause = {"code": _ACCOUNT_ENDED[str(ended.get("code"))], "by": ended.get("by")}
+        code = _code(ended)
+        if code in CLIENT_ENDED:
+            cause, revoked = {"code": "apiSessionEnded", "apiSessionCause": code}, False
+        elif code in _ACCOUNT_ENDED and isinstance(ended, Mapping):
+            cause = {"code": _ACCOUNT_ENDED[str(code)], "by": ended.get("by")}
         elif not ctx.txn.exists(API_SESSION_KIND, api_session_id):
             cause = {"code": "apiSessionDeleted", "by": ctx.author.identity_id if ctx.author else None}
         else:
             cause = _by_author(ctx)
     if revoked:
-        out.append((ACCESS, "revoked", {"identity_id": before.get("identityId"), "session_id": change.id,
-                                        "api_session_id": before.get("apiSessionId"),
-                                        "service_id": before.get("serviceId"), "session_type": before.get("type"),
-                                        "cause": cause}))
+        out.append((ACCESS, "revoked", (before.get("identityId"), change.id, before.get("apiSessionId"),
+                                        before.get("serviceId"), before.get("type"), cause)))
     else:
         out.append((SESSIONS, "deleted", {
             "id": change.id, "session_type": before.get("type"), "provider": "legacy",

@@ -2,13 +2,13 @@
 to the live subscribers once it has committed.
 
 Events are kept in rows of the internal kind :data:`EVENTS_KIND`, one row per write, keyed by the id of its first
-event written as 20 decimal digits (so that key order is id order), holding the write's events as JSON texts, one
-per line: what the file sink writes and the stream sends, byte for byte.
-Ids come from the last row, which the same transaction reads (its key and its number of lines give the last id, and
-trimming never deletes it), so they increase by one with
-no gap, a write that rolls back takes its ids along, a restart continues after the last, and replicated rows keep
-one global order. The log keeps about the last ``keep`` events: a write that takes it :data:`TRIM_BATCH` past them
-deletes the rows of the older ones (a row partly older goes whole).
+event written as 20 decimal digits (so that key order is id order), holding the write's events as compact facts
+(``controller/insight/kept.py``): the write encodes them once, in one call, and readers render each event's JSON.
+Ids come from the last row, which the same transaction reads (its key and its count of events give the last id,
+and trimming never deletes it), so they increase by one with no gap, a write that rolls back takes its ids along,
+a restart continues after the last, and replicated rows keep one global order. The log keeps about the last
+``keep`` events: a write that takes it :data:`TRIM_BATCH` past them deletes the rows of the older ones (a row partly
+older goes whole).
 
 An event is a JSON object: ``event_id`` (the number), ``namespace``, ``event_type``, ``timestamp`` (the write's
 instant, RFC 3339 with milliseconds), ``event_src_id`` (the controller process that recorded it), then the fields
@@ -18,15 +18,12 @@ of its type (``controller/insight/catalog.py``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, cast
-
-import msgspec
+from typing import cast
 
 from controller.clock import format_time
 from controller.insight.derive import derive
 from controller.insight.hub import EventHub
-from controller.insight.kept import KeptEvent, event_key
-from controller.model.events import ENTITY_CHANGE
+from controller.insight.kept import KeptEvent, encode_row, event_key, row_count, row_events
 from controller.model.spec import WriteContext
 from storage.store import KindLayout, ReadTxn
 
@@ -37,7 +34,6 @@ LAYOUTS = (KindLayout(EVENTS_KIND),)
 """The storage layouts of the log's kinds (no index: rows are put raw)."""
 TRIM_BATCH = 256
 """The store keeps the last ``keep`` events, and at most this many older ones until the next trim."""
-_encoder = msgspec.json.Encoder()
 
 
 class EventLog:
@@ -56,44 +52,35 @@ class EventLog:
         self.keep = keep
         self.source_id = source_id
 
-    def record(self, ctx: WriteContext) -> list[tuple[int, bytes]] | None:
+    def record(self, ctx: WriteContext) -> tuple[int, bytes] | None:
         """Number and store the write's events (``controller/insight/derive.py``) in its transaction: one row for
-        all of them, keyed by the first one's id, holding their JSON texts one per line."""
+        all of them, keyed by the first one's id; returns that id and the row (None: the write has no event)."""
         derived = derive(ctx)
         if not derived:
             return None
-        txn, keep, source = ctx.txn, self.keep, self.source_id
+        txn, keep = ctx.txn, self.keep
         before = latest_id(txn)
-        last = before
-        stamp = format_time(ctx.now)
-        encode = _encoder.encode
-        kept: list[tuple[int, bytes]] = []
-        for namespace, event_type, fields in derived:
-            last += 1
-            body: dict[str, Any] = {"event_id": last, "namespace": namespace, "event_type": event_type,
-                                    "timestamp": stamp, "event_src_id": source, **fields}
-            if namespace == ENTITY_CHANGE:
-                body["eventId"] = str(last)  # OpenZiti's name for the id of an entity change
-            kept.append((last, encode(body)))
-        txn.put_raw(EVENTS_KIND, event_key(before + 1), b"\n".join(data for _, data in kept))
+        last = before + len(derived)
+        row = encode_row(format_time(ctx.now), self.source_id, derived)
+        txn.put_raw(EVENTS_KIND, event_key(before + 1), row)
         # Trimmed a batch at a time, in the write whose events take the log past keep + TRIM_BATCH: one cursor walk
         # per batch costs a fraction of a delete per event.
         if last > keep and (before - keep) // TRIM_BATCH != (last - keep) // TRIM_BATCH:
             # Never this write's own row: the last row is what the next write numbers from.
             txn.delete_raw_through(EVENTS_KIND, event_key(min(last - keep, before)))
-        return kept
+        return before + 1, row
 
     def committed(self, recorded: object) -> None:
-        """Publish what :meth:`record` stored, now durable (events are made only for subscribers)."""
+        """Publish what :meth:`record` stored, now durable (read back from the row only for subscribers)."""
         if self.hub.subscribers:
-            self.hub.publish([KeptEvent(event_id, data) for event_id, data in cast(list[tuple[int, bytes]],
-                                                                                   recorded)])
+            first, row = cast(tuple[int, bytes], recorded)
+            self.hub.publish(row_events(first, row))
 
     def replicated(self, rows: Iterable[tuple[str, bytes]]) -> None:
         """Publish the events of rows another node stored (``(row id, data)``), now in this node's store: a
         cluster's event streams show every node's events, in id order."""
         if self.hub.subscribers:
-            events = [event for key, data in sorted(rows) for event in _events(key, data)]
+            events = [event for key, data in sorted(rows) for event in row_events(int(key), data)]
             if events:
                 self.hub.publish(events)
 
@@ -102,16 +89,16 @@ class EventLog:
         newest = next(iter(ctx.txn.scan_raw_from(EVENTS_KIND, None, reverse=True)), None)
         if newest is None:
             return 0
-        last = int(newest[0]) + newest[1].count(b"\n")
+        last = int(newest[0]) + row_count(newest[1]) - 1
         bound = min(last - self.keep, int(newest[0]) - 1)  # never the last row: ids go on from it
         return ctx.txn.delete_raw_through(EVENTS_KIND, event_key(bound)) if bound > 0 else 0
 
 
 def latest_id(txn: ReadTxn) -> int:
-    """The id of the last event ever recorded (0 before the first): the last row's first id plus its other lines.
+    """The id of the last event ever recorded (0 before the first): the last row's first id plus its other events.
     One row always stays, so no counter of its own is written (each write dirties one page less)."""
     for key, data in txn.scan_raw_from(EVENTS_KIND, None, reverse=True):
-        return int(key) + data.count(b"\n")
+        return int(key) + row_count(data) - 1
     return 0
 
 
@@ -120,11 +107,6 @@ def oldest_id(txn: ReadTxn) -> int | None:
     for key, _ in txn.scan_raw_from(EVENTS_KIND, None):
         return int(key)
     return None
-
-
-def _events(key: str, data: bytes) -> list[KeptEvent]:
-    first = int(key)
-    return [KeptEvent(first + index, line) for index, line in enumerate(data.split(b"\n"))]
 
 
 def kept_events(txn: ReadTxn, start: int | None = None, *, reverse: bool = False) -> Iterator[KeptEvent]:
@@ -138,7 +120,7 @@ def kept_events(txn: ReadTxn, start: int | None = None, *, reverse: bool = False
         origin = holding[0] if holding is not None else event_key(max(start, 0))
         rows = txn.scan_raw_from(EVENTS_KIND, origin, reverse=reverse)
     for key, data in rows:
-        events = _events(key, data)
+        events = row_events(int(key), data)
         for event in reversed(events) if reverse else events:
             if start is None or (event.id <= start if reverse else event.id >= start):
                 yield event

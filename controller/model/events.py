@@ -36,6 +36,7 @@ __all__ = [
     "POSTURE",
     "SESSIONS",
     "Author",
+    "Cause",
     "Event",
 ]
 
@@ -49,10 +50,16 @@ MFA = "mfa"
 NAMESPACES = (API_SESSIONS, SESSIONS, ENTITY_CHANGE, AUTHENTICATION, POSTURE, ACCESS, MFA)
 
 
+Cause = Mapping[str, Any] | tuple[Any, ...]
+"""Why a write ends a row: a JSON object whose ``code`` names the cause, or the posture engine's compact form of one
+(an array of facts, ``controller/posture/step_events.py``), which readers of the event expand."""
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One event as its producer records it: its namespace, its type within it, and its own fields (wire names;
-    JSON values). The event log adds the id, the instant and the source."""
+    """One event as its producer records it: its namespace, its type within it, and its own fields (a dict of wire
+    names to JSON values, stored as they are when the write commits). The event log adds the id, the instant and
+    the source."""
 
     namespace: str
     event_type: str

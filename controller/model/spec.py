@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from controller.model.events import Author, Event
+from controller.model.events import Author, Cause, Event
 from controller.model.field import COMMON_FIELDS, Field, Mode, Variant, Variants
 from storage.layout import KindLayout
 from storage.store import ReadTxn, WriteTxn
@@ -309,7 +309,7 @@ class WriteContext(ReadContext):
     txn: WriteTxn
     changes: list[Change] = field(default_factory=list)
     events: list[tuple[int, Event]] | None = None
-    causes: dict[tuple[str, str], Mapping[str, Any]] | None = None
+    causes: dict[tuple[str, str], Cause] | None = None
     author: Author | None = None
 
     def record(self, event: Event) -> None:
@@ -318,9 +318,10 @@ class WriteContext(ReadContext):
             self.events = []
         self.events.append((len(self.changes), event))
 
-    def end_cause(self, kind: str, row_id: str, cause: Mapping[str, Any]) -> None:
+    def end_cause(self, kind: str, row_id: str, cause: Cause) -> None:
         """Say why this write ends (deletes) the row ``row_id`` of ``kind``: ``cause`` is a JSON object whose
-        ``code`` names the cause (``logout``, ``postureCheckFailed``...) and whose other keys say more."""
+        ``code`` names the cause (``logout``, ``postureCheckFailed``...) and whose other keys say more, or the
+        posture engine's compact form of one (``controller.model.events.Cause``)."""
         if self.causes is None:
             self.causes = {}
         self.causes[(kind, row_id)] = cause

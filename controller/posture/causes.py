@@ -15,7 +15,8 @@ from controller.clock import format_time
 from controller.posture.records import MFA_GRACE_SECONDS, MfaState, PostureData
 from controller.posture.rules import CheckResult, MfaRule, Rule
 
-__all__ = ["failing_check", "mfa_failure_instant", "remedy", "reported_by", "rule_words"]
+__all__ = ["CHECK_FIELDS", "expand_check", "failing_check", "is_mfa", "mfa_facts", "mfa_failure_instant",
+           "mfa_instant", "remedy", "reported_by", "rule_words"]
 
 # What events say of a failing check are facts, cheap to take on the engine's path (attribute reads, the check's
 # own compiled values); the access explanation, which is not on that path, words them (rule_words, remedy).
@@ -57,18 +58,25 @@ def reported_by(rule: Rule, data: PostureData, mfa: MfaState | None) -> tuple[st
 def mfa_failure_instant(rule: MfaRule, mfa: MfaState | None, now: float) -> tuple[str, float | None]:
     """Why an MFA check fails for ``mfa`` and since when: ``("notPassed", None)``, ``("timedOut", T)`` with
     ``T = passedMfaAt + timeoutSeconds``, or ``("wake" | "unlock", T)`` with ``T`` the end of that grace period."""
+    return mfa_instant(rule.timeout, rule.wake, rule.unlock, mfa, now)
+
+
+def mfa_instant(timeout: int, wake: bool, unlock: bool, mfa: MfaState | None,
+                now: float) -> tuple[str, float | None]:
+    """As :func:`mfa_failure_instant`, for an MFA check of ``timeout`` (-1: none) prompting on ``wake`` and
+    ``unlock``."""
     if mfa is None or mfa.passed_mfa_at is None:
         return "notPassed", None
     passed = mfa.passed_mfa_at
-    if rule.timeout > 0 and (mfa.timed_out or now >= passed + rule.timeout):
-        return "timedOut", passed + rule.timeout
+    if timeout > 0 and (mfa.timed_out or now >= passed + timeout):
+        return "timedOut", passed + timeout
     graces = [(event_at + MFA_GRACE_SECONDS, name) for prompt, event_at, name in
-              ((rule.wake, mfa.woken_at, "wake"), (rule.unlock, mfa.unlocked_at, "unlock"))
+              ((wake, mfa.woken_at, "wake"), (unlock, mfa.unlocked_at, "unlock"))
               if prompt and event_at is not None and event_at >= passed and now >= event_at + MFA_GRACE_SECONDS]
     if graces:
         at, name = min(graces)
         return name, at
-    return "timedOut", passed + rule.timeout if rule.timeout > 0 else None  # sticky: timed out before
+    return "timedOut", passed + timeout if timeout > 0 else None  # sticky: timed out before
 
 
 def rule_words(rule: Rule, report: CheckResult, data: PostureData, mfa: MfaState | None, now: float) -> str:
@@ -186,32 +194,62 @@ _FACTS = {"OS": _os, "MAC": _mac, "DOMAIN": _domain, "PROCESS": _process, "PROCE
 _MFA_RULES = {"notPassed": "mfaNotPassed", "timedOut": "mfaTimedOut", "wake": "mfaWake", "unlock": "mfaUnlock"}
 
 
+CHECK_FIELDS = ("postureCheckId", "postureCheckName", "postureCheckType", "required", "policyIds", "rule",
+                "reported", "at")
+"""A failing check's fields as events name them, in the order of its compact form (:func:`failing_check`)."""
+
+
 def failing_check(rule: Rule, policy_ids: Sequence[str], data: PostureData, mfa: MfaState | None,
-                  now: float) -> dict[str, Any]:
+                  now: float) -> tuple[Any, ...]:
     """A failing check as events name it, from facts only (no words: they are the readers' to render, see
-    :func:`rule_words` and the CLI): the check, the policies requiring it, the rule it broke (``rule``: osType,
-    osVersion, macAddress, domain, processNotRunning, processHash, processSigner, processes, mfaNotPassed,
-    mfaTimedOut, mfaWake, mfaUnlock, or ...NotReported), what was reported (``reported``) and what the check
-    requires (``required``); an MFA check also says since when it fails (``at``: a timeout's or a grace's end)."""
+    :func:`rule_words` and the CLI), in compact form, which :func:`expand_check` turns into the event's object:
+    the check, the policies requiring it, the rule it broke (``rule``: osType, osVersion, macAddress, domain,
+    processNotRunning, processHash, processSigner, processes, mfaNotPassed, mfaTimedOut, mfaWake, mfaUnlock, or
+    ...NotReported), what was reported (``reported``) and what the check requires (``required``); only an MFA
+    check has ``at``, since when it fails (a timeout's or a grace's end).
+
+    The compact form is the values of :data:`CHECK_FIELDS` in order, except for an MFA check: its rule is None,
+    followed by the API session's MFA state and the instant of the step, from which :func:`expand_check` works out
+    the rule and ``at`` (what the step need not)."""
     header = rule.header or _header(rule)
-    facts = _FACTS.get(header["postureCheckType"])
+    facts = _FACTS.get(header[2])
     if facts is not None:
         name, reported = facts(rule, data)
-        return {**header, "policyIds": policy_ids, "rule": name, "reported": reported}
+        return (*header, policy_ids, name, reported)
     if isinstance(rule, MfaRule):
-        why, at = mfa_failure_instant(rule, mfa, now)
-        return {**header, "policyIds": policy_ids, "rule": _MFA_RULES[why], "reported": None, "at": _time(at)}
-    return {**header, "policyIds": policy_ids, "rule": "unknownType", "reported": None}
+        return (*header, policy_ids, None, mfa, now)
+    return (*header, policy_ids, "unknownType", None)
 
 
-def _header(rule: Rule) -> dict[str, Any]:
-    """What a failing check's entry says of the check itself, made once per compiled rule (rules are shared and
-    never change: a change of the check compiles a new one). Do not mutate it."""
+def is_mfa(check: Sequence[Any]) -> bool:
+    """Whether a failing check in compact form is an MFA check's (whose rule the reader works out)."""
+    return check[5] is None
+
+
+def mfa_facts(check: Sequence[Any]) -> tuple[str, float | None]:
+    """Why the MFA check of a compact failing check fails, and since when (:func:`mfa_failure_instant`)."""
+    required, state, now = check[3], check[6], check[7]
+    mfa = MfaState(*state) if isinstance(state, (list, tuple)) else state
+    return mfa_instant(required["timeoutSeconds"], required["promptOnWake"], required["promptOnUnlock"], mfa, now)
+
+
+def expand_check(values: Sequence[Any]) -> dict[str, Any]:
+    """The event's object for a failing check in the compact form of :func:`failing_check` (as stored: arrays
+    may come back as lists, the MFA state as its array)."""
+    if is_mfa(values):
+        why, at = mfa_facts(values)
+        return {**dict(zip(CHECK_FIELDS[:5], values[:5], strict=True)), "rule": _MFA_RULES[why], "reported": None,
+                "at": _time(at)}
+    return dict(zip(CHECK_FIELDS, values, strict=False))  # no ``at``: only an MFA check has one
+
+
+def _header(rule: Rule) -> tuple[Any, ...]:
+    """What a failing check's entry says of the check itself (id, name, typeId, what it requires), made once per
+    compiled rule (rules are shared and never change: a change of the check compiles a new one)."""
     header = rule.header
     if header is None:
         check = rule.check
         required = ({"timeoutSeconds": rule.timeout, "promptOnWake": rule.wake, "promptOnUnlock": rule.unlock}
                     if isinstance(rule, MfaRule) else getattr(rule, "expected", None))
-        header = rule.header = {"postureCheckId": check.get("id"), "postureCheckName": check.get("name"),
-                                "postureCheckType": check.get("typeId"), "required": required}
+        header = rule.header = (check.get("id"), check.get("name"), check.get("typeId"), required)
     return header

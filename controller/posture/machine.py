@@ -85,7 +85,7 @@ class Transition:
     state: IdentityState
     revoke: list[str] = field(default_factory=list)
     revoke_causes: tuple[str, ...] = ()
-    revoke_details: tuple[dict[str, Any], ...] = ()  # tuples: most steps have none, and allocate nothing
+    revoke_details: tuple[tuple[Any, ...], ...] = ()  # tuples: most steps have none, and allocate nothing
     events: tuple[Event, ...] = ()
     grants: list[Grant] = field(default_factory=list)
     existing: list[tuple[OneShot[Any], str]] = field(default_factory=list)

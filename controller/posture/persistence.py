@@ -9,7 +9,6 @@ it is on disk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from actors.lateness import DeadlineOutcome, LatenessRecorder
@@ -17,7 +16,7 @@ from actors.live_actors import OneShot
 from controller.data.domain import Domain
 from controller.data.write_path import create_row, delete_row
 from controller.errors import ApiError
-from controller.model.events import Event
+from controller.model.events import Cause, Event
 from controller.model.spec import WriteContext
 from controller.posture.messages import IdentityMessage, WriteFailed
 from controller.posture.state import IdentityState, encode_state
@@ -89,7 +88,7 @@ class StepWrite:
         self.key = key
         self.state: IdentityState | None = None
         self.revoke: list[str] | None = None
-        self.revoke_causes: list[Mapping[str, Any]] | None = None  # why, for each of revoke (its events' cause)
+        self.revoke_causes: list[Cause] | None = None  # why, for each of revoke (its events' cause)
         # Per granted session: its id, its body, the requests answered with it, and the events recorded once it is
         # stored; ``granted`` holds, in the same order, what the write made of each (the stored row, or the
         # ApiError that refused it).

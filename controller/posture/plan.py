@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import mul
 from typing import Any
 
 from controller.access.grants import access_digest, linking_policies, policy_checks, service_permissions_map
@@ -44,8 +46,8 @@ class AccessPlan:
     otherwise.
     """
 
-    __slots__ = ("checks", "groups", "mfa", "policies", "policy_group", "policy_ids", "report_only",
-                 "rule_policies", "rules")
+    __slots__ = ("checks", "enforced", "groups", "mfa", "pairs", "policies", "policy_group", "policy_ids",
+                 "report_only", "reporting", "rule_policies", "rules")
 
     def __init__(self, policies: tuple[Mapping[str, Any], ...], checks: tuple[tuple[Rule, ...], ...]) -> None:
         self.policies = policies
@@ -71,6 +73,11 @@ class AccessPlan:
         # Per distinct rule, the policies requiring it (what a failing check's report names).
         self.rule_policies = tuple(tuple(policy_id for policy_id, rules in zip(self.policy_ids, checks, strict=True)
                                          if any(r is rule for r in rules)) for rule in distinct)
+        # Each rule with its policies, and which are enforced (1) or report-only: failing_rules picks from them by
+        # the verdicts (PASS is 0) without a loop of its own.
+        self.pairs = tuple(zip(self.rules, self.rule_policies, strict=True))
+        self.enforced = tuple(0 if rule.report_only else 1 for rule in distinct)
+        self.reporting = tuple(1 - flag for flag in self.enforced)
 
     def passing(self, data: PostureData, mfa: MfaState | None, now: float, *,
                 evaluate_posture: bool = True) -> tuple[list[str], bool]:
@@ -128,12 +135,9 @@ class AccessPlan:
         """As :meth:`failing`, without the reports: each distinct failing rule and the policies requiring it."""
         if verdicts is None:
             return []
-        rules, policies = self.rules, self.rule_policies
-        found = []
-        for i, verdict in enumerate(verdicts):  # a loop, not a comprehension: no frame of its own
-            if verdict and rules[i].report_only == report_only:
-                found.append((rules[i], policies[i]))
-        return found
+        if not self.report_only:
+            return [] if report_only else list(compress(self.pairs, verdicts))
+        return list(compress(self.pairs, map(mul, verdicts, self.reporting if report_only else self.enforced)))
 
     def refusal(self, failed: list[tuple[Rule, CheckResult, tuple[str, ...]]]) -> tuple[dict[str, Any],
                                                                                            list[dict[str, Any]]]:

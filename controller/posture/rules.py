@@ -74,7 +74,7 @@ class Rule:
         self.check = check
         self.report_only = bool(check.get("reportOnly"))
         # What events say of this check when it fails, made on first need (controller/posture/causes.py).
-        self.header: dict[str, Any] | None = None
+        self.header: tuple[Any, ...] | None = None
 
     def verdict(self, data: PostureData, mfa: MfaState | None, now: float) -> int:
         """:data:`PASS`, :data:`FAIL` or :data:`TIMED_OUT`, as :meth:`report` would say it."""

@@ -9,9 +9,10 @@ from pathlib import Path
 import msgspec
 from trio.testing import MockClock, wait_all_tasks_blocked
 
-from controller.insight import kept_events
+from controller.insight import EVENTS_KIND, kept_events
 from controller.insight.event_log import TRIM_BATCH
 from controller.insight.file_sink import EventFile
+from controller.insight.kept import event_key
 from controller.runtime.composition import Controller
 from tests.insight.events_support import mark, since
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, Api, running
@@ -111,3 +112,18 @@ async def test_a_write_with_more_events_than_kept_keeps_its_row_and_the_count(tm
     async with running(tmp_path, events_keep=1) as controller:
         await _services(controller, "b", 1)
         assert mark(controller) == first + 6
+
+
+async def test_rows_stored_as_json_lines_are_read_and_numbered_from(tmp_path: Path, autojump_clock: MockClock) -> None:
+    """A store whose last row holds events as JSON lines (as they were once stored): they read back as they were,
+    and the next write numbers on from them."""
+    async with running(tmp_path) as controller:
+        last = mark(controller)
+    old = [{"event_id": last + n, "namespace": "mfa", "event_type": "enrolled", "timestamp": "2026-01-01T00:00:00.000Z",
+            "event_src_id": "old", "identity_id": f"i{n}", "api_session_id": None} for n in (1, 2)]
+    async with running(tmp_path) as controller:
+        row = b"\n".join(msgspec.json.encode(e) for e in old)
+        await controller.domain.write(lambda ctx: ctx.txn.put_raw(EVENTS_KIND, event_key(last + 1), row))
+        assert since(controller, last) == old
+        await _services(controller, "c", 1)
+        assert mark(controller) > last + 2 and since(controller, last)[:2] == old
