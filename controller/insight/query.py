@@ -83,7 +83,7 @@ def _text(value: Any) -> str | None:
 
 
 def _time(value: Any, name: str) -> str | None:
-    if value in (None, ""):
+    if value is None:  # absent; an empty value is no time, and is refused below
         return None
     try:
         return format_time(parse_time(str(value)))

@@ -68,7 +68,8 @@ async def test_bad_event_queries_are_refused(admin: Api) -> None:
                                ({"limit": "0"}, "INVALID_PAGINATION", "limit"),
                                ({"limit": "1001"}, "INVALID_PAGINATION", "limit"),
                                ({"after": "x"}, "INVALID_PAGINATION", "after"),
-                               ({"since": "yesterday"}, "COULD_NOT_VALIDATE", "since")):
+                               ({"since": "yesterday"}, "COULD_NOT_VALIDATE", "since"),
+                               ({"until": ""}, "COULD_NOT_VALIDATE", "until")):
         reply = await admin.get("/events", query=query)
         assert (reply.status, reply.error["code"], reply.error["cause"]["field"]) == (400, code, field), query
 

@@ -132,7 +132,9 @@ def register(bp: Blueprint, routes: Routes, controller: Controller) -> None:
                                          "description": "resume after this event (Server-Sent Events)"}},
               summary="The events as they happen, as Server-Sent Events: 'id:' the event id, 'data:' its JSON; "
                       "resumes after Last-Event-ID from the kept events; a comment line every heartbeat",
-              produces="text/event-stream", raw=True, data={"type": "string"})
+              # No body schema: Swagger 2.0 has no way to describe a stream of events, and "string" would tell
+              # clients that read one (as schemathesis does) to expect a single value.
+              produces="text/event-stream", raw=True)
     group.add("GET", "/identities/{id}/access/{serviceId}", "explainIdentityAccess", explain, tag="Identity",
               query={"apiSessionId": {**_STRING, "description": "the API session whose MFA state counts (default: "
                                                                 "the identity's newest)"}},
