@@ -1,12 +1,11 @@
-"""The identity actor's pure state machine (:func:`controller.posture.machine.step`) and the stored form of its
-state: no Trio, no store, exact values. Plans are built by hand from compiled rules."""
+"""The identity actor's pure state machine (:func:`controller.posture.machine.step`): no Trio, no store, exact
+values. Plans are built by hand from compiled rules. The stored form of its state: test_posture_stored_state.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 import pytest
 
 from actors.live_actors import OneShot
@@ -33,9 +32,9 @@ from controller.posture.messages import (
     Settle,
 )
 from controller.posture.plan import AccessPlan, IdentityPlan, Prompt, ServiceAccess
-from controller.posture.records import MAX_PROCESSES, MFA_GRACE_SECONDS, MfaState, PostureData
+from controller.posture.records import MAX_PROCESSES, MFA_GRACE_SECONDS, MfaState
 from controller.posture.rules import MfaRule, Rule, compile_rule
-from controller.posture.state import IdentityState, SessionPosture, decode_state, encode_state
+from controller.posture.state import IdentityState, SessionPosture, encode_state
 
 T0 = 1_700_000_000.0
 MAC = {"id": "mac", "name": "mac", "typeId": "MAC", "macAddresses": ["aa-bb-cc-dd-ee-ff"]}
@@ -377,45 +376,3 @@ def test_a_gone_identity_drops_its_state_and_answers_every_request() -> None:
     assert isinstance(answers[id(read.reply)], ApiError) and answers[id(read.reply)].code == "NOT_FOUND"
     assert posture.reply is not None and answers[id(posture.reply)] == []
     assert t.settles == [settle.reply]
-
-
-# The stored form -------------------------------------------------------------------------------------------------
-
-
-def _full_state() -> IdentityState:
-    t = run(IdentityState("i1"), PostureReported("s1", (
-        {"id": "c1", "typeId": "OS", "type": "Linux", "version": "6.1.0"},
-        {"id": "c2", "typeId": "MAC", "macAddresses": ["aa-bb-cc-dd-ee-ff"]},
-        {"id": "c3", "typeId": "DOMAIN", "domain": "corp"},
-        {"id": "c4", "typeId": "PROCESS", "path": "/bin/a", "isRunning": True, "signerFingerprints": ["ab"]},
-    )), MfaPassed("s1"), ApiSessionStarted("s2"), now=100.0)
-    t = run(t.state, PostureReported("s1", (), woken=True, unlocked=True), request("s2", "mfa-svc"), now=120.0)
-    return t.state
-
-
-def test_codec_round_trip() -> None:
-    state = _full_state()
-    assert state.failures and state.deadline is not None and state.access_digest is not None
-    assert decode_state("i1", encode_state(state)) == state
-    assert decode_state("i9", None) == IdentityState("i9")
-
-
-def _legacy_row(state: IdentityState) -> Mapping[str, Any]:
-    """``state`` as an earlier version stored it: a map of field names, the posture records inlined."""
-    def fields(record: Any) -> dict[str, Any] | None:
-        return None if record is None else {f: getattr(record, f) for f in record.__struct_fields__}
-
-    posture: PostureData = state.posture
-    return {"os": fields(posture.os), "mac": fields(posture.mac), "domain": fields(posture.domain),
-            "processes": {k: fields(v) for k, v in posture.processes.items()},
-            "processPaths": {k: fields(v) for k, v in posture.process_paths.items()},
-            "sessions": {k: {"mfa": fields(v.mfa)} for k, v in state.sessions.items()},
-            "failures": list(state.failures), "lastChangeAt": state.last_change_at, "deadline": state.deadline,
-            "accessDigest": state.access_digest}
-
-
-def test_rows_stored_as_maps_by_an_earlier_version_are_still_read() -> None:
-    state = _full_state()
-    assert decode_state("i1", msgspec.msgpack.encode(_legacy_row(state))) == state
-    bare: dict[str, Any] = {"sessions": {}, "failures": [], "lastChangeAt": None}
-    assert decode_state("i2", msgspec.msgpack.encode(bare)) == IdentityState("i2")
