@@ -27,6 +27,7 @@ SCENARIOS = {
     "replication": "bench.replication_bench",
     "console": "bench.console_bench",
     "cluster": "bench.cluster_bench",
+    "events": "bench.events_bench",
 }
 
 

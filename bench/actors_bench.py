@@ -45,7 +45,7 @@ from bench.stats import summarize
 from controller.runtime import memory
 from controller.runtime.composition import Controller
 
-__all__ = ["FULL", "QUICK", "Config", "run"]
+__all__ = ["FULL", "QUICK", "Config", "run", "t3_subject"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +97,10 @@ async def _run(config: Config, quick: bool) -> ScenarioResult:
         for r in range(config.rounds):
             rounds.append({"part": "T3", "round": r, "side": "baseline", **await _t3_baseline(config)})
             rounds.append({"part": "T3", "round": r, "side": "subject",
-                           **await _t3_subject(config, workdir / f"t3-{r}", monitor, seed=r)})
+                           **await t3_subject(config, workdir / f"t3-{r}", monitor, seed=r)})
             # The same round with no events recorded: what recording them costs the engine (T3.events).
             rounds.append({"part": "T3", "round": r, "side": "quiet",
-                           **await _t3_subject(config, workdir / f"t3q-{r}", monitor, seed=r, events=False)})
+                           **await t3_subject(config, workdir / f"t3q-{r}", monitor, seed=r, events=False)})
         rounds.extend(await _curve(config, workdir / "curve", monitor))
         rounds.extend(await _t5(config, workdir / "t5"))
         rounds.extend(await _t4(config, workdir / "t4", monitor))
@@ -157,7 +157,7 @@ async def _t3_baseline(config: Config) -> dict[str, Any]:
         policy.uninstall()
 
 
-async def _t3_subject(config: Config, data_dir: Path, monitor: memory.GcMonitor, *, seed: int,
+async def t3_subject(config: Config, data_dir: Path, monitor: memory.GcMonitor, *, seed: int,
                       events: bool = True) -> dict[str, Any]:
     release_free_memory()
     async with running_controller(data_dir, events=events) as running:
@@ -191,7 +191,7 @@ async def _curve(config: Config, data_dir: Path, monitor: memory.GcMonitor) -> l
         lead = config.margin + 3 * sum(counts) * (wake_per_actor + 50e-6)
         starts = [began + lead + n * (config.curve_seconds + config.curve_gap) for n in range(len(counts))]
         measured: list[str] = []
-        outcomes = Outcomes(controller)  # before seeding, as in _t3_subject
+        outcomes = Outcomes(controller)  # before seeding, as in t3_subject
         for load, count, start in zip(config.curve_loads, counts, starts, strict=True):
             measured += await seed_mfa_identities(
                 controller, count, deadlines_per_second=load * DEADLINE_SHARE, start_in=start - controller.clock.now(),
@@ -242,7 +242,7 @@ async def _t4(config: Config, data_dir: Path, monitor: memory.GcMonitor) -> list
                        "actor_bytes": (anon_bytes() - before_anon) / population,
                        "actor_file_bytes": (file_bytes() - before_file) / population,
                        "seed_seconds": parked.seed_seconds, "wake_seconds": parked.wake_seconds})
-        outcomes = Outcomes(controller)  # before seeding, as in _t3_subject
+        outcomes = Outcomes(controller)  # before seeding, as in t3_subject
         measured = await load_measured(controller, blocks=config.t4_blocks, per_block=config.t4_per_block,
                                        rate=config.rate, gap=config.t4_gap,
                                        wake_per_actor=parked.wake_seconds / population, margin=config.margin)
