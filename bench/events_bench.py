@@ -3,16 +3,19 @@
 The T3 rounds of ``bench/actors_bench.py`` alone: each round runs the same T3 subject twice on fresh controllers
 (100k actors, 25k MFA deadlines in a 5 s window at 5k/s, 20k messages/s offered), once recording events and once with
 ``Settings.events`` off, the order alternating from round to round so that a drift of the machine's speed within a
-round favours neither side. Figures are medians over rounds; T3.events compares the messages each side handled at the
-same offered load, with the process CPU and the deadline -> durable revocation p99 beside it.
+round favours neither side. The offered load is more than one core handles here, so the messages each side handled
+are its throughput. T3.events is the median over rounds of the ratio within each round (the two sides of a round run
+minutes apart; rounds drift by more than the cost measured, as T8 and T9 in the sessions scenario); the table's
+figures are medians over rounds of each side, with the process CPU and the deadline -> durable revocation p99.
 
-Full run: 3 rounds; ``--quick``: the actors scenario's quick sizes.
+Full run: 5 rounds; ``--quick``: the actors scenario's quick sizes.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,23 +48,28 @@ async def _rounds(config: Config, workdir: Path) -> list[dict[str, Any]]:
     return rounds
 
 
+ROUNDS = 5
+
+
 def build_result(rounds: list[dict[str, Any]], quick: bool) -> ScenarioResult:
     result = ScenarioResult("events", quick, COLUMNS, rounds=rounds)
-    on = [r for r in rounds if r["events"]]
-    off = [r for r in rounds if not r["events"]]
+    on = sorted((r for r in rounds if r["events"]), key=lambda r: int(r["round"]))
+    off = sorted((r for r in rounds if not r["events"]), key=lambda r: int(r["round"]))
     for label, key, unit in MEASURES:
         value, base = median(float(r[key]) for r in on), median(float(r[key]) for r in off)
         result.rows.append([f"T3: {label}", value, base, ratio(value, base), unit, len(on)])
-    result.targets.append(Target.at_least(
-        "T3.events", "events on: messages/s handled >= 95% of events off (same load, same round)",
-        median(float(r["msg_rate"]) for r in on), median(float(r["msg_rate"]) for r in off), 0.95, "msg/s"))
+    ratios = [ratio(float(a["msg_rate"]), float(b["msg_rate"])) for a, b in zip(on, off, strict=True)]
+    result.targets.append(Target(
+        "T3.events", "events on: messages/s handled >= 95% of events off (median of the rounds' ratios)",
+        median(ratios) >= 0.95, median(float(r["msg_rate"]) for r in on), median(float(r["msg_rate"]) for r in off),
+        median(ratios), "msg/s"))
     result.notes.append("the T3 subject of the actors scenario, run with and without events in each round, the "
-                        "order alternating by round")
+                        "order alternating by round; ratios by round: " + ", ".join(f"{r:.3f}" for r in ratios))
     return result
 
 
 def run(quick: bool) -> ScenarioResult:
-    config = QUICK if quick else FULL
+    config = QUICK if quick else replace(FULL, rounds=ROUNDS)
     workdir = Path(tempfile.mkdtemp(prefix="tollgate-events-"))
     try:
         rounds = trio.run(_rounds, config, workdir)
