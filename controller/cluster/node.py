@@ -142,7 +142,9 @@ class ClusterNode:
         commit step, the replica service and the read barrier over it."""
         for leftover in (path.with_name(path.name + ".rebuild"), path.with_name(path.name + ".old")):
             shutil.rmtree(leftover, ignore_errors=True)
-        store = Store(path, layouts, durable=durable)
+        # The meta page unsynced: an OS crash may undo the replica's last commits, never its integrity, and it
+        # resumes from the revision it then holds (etcd holds every acknowledged write).
+        store = Store(path, layouts, durable=durable, sync_meta=False)
         self.commit = ReplicatedCommit(store, self.etcd, self.keys, network=self.network,
                                        node=self.name or self.instance, limits=self.config.limits)
         self.replica = ReplicaService(self.etcd, self.keys, self.commit, layouts, durable=durable)
