@@ -155,7 +155,8 @@ class ClusterNode:
     def route_posture(self, engine: PostureService, token_key: bytes, ca_pem: bytes) -> RoutedPosture:
         """The posture service of this node: ``engine`` for the identities it owns, the owners for the others."""
         assert self.ownership is not None, "open the replica first"
-        self.router = RoutedPosture(engine, self.ownership, self.membership, forwarding_key(token_key),
+        assert self.freshness is not None
+        self.router = RoutedPosture(engine, self.ownership, self.membership, self.freshness, forwarding_key(token_key),
                                     within=2 * self.config.lease_ttl + 5.0, ca_pem=ca_pem)
         return self.router
 

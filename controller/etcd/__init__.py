@@ -16,6 +16,7 @@ contract holds it to that).
 
 from controller.etcd.bodies import MAX_REQUEST_BYTES, MAX_TXN_OPS, prefix_end
 from controller.etcd.client import EtcdClient
+from controller.etcd.connection import CallBroken, ConnectFailed, ConnectionPool, split_url
 from controller.etcd.errors import (
     Compacted,
     EtcdError,
@@ -62,10 +63,10 @@ from controller.etcd.transport import TlsFiles
 from controller.etcd.watch import Watch
 
 __all__ = [
-    "MAX_REQUEST_BYTES", "MAX_TXN_OPS", "Bytes", "Compacted", "Compare", "CompareOp", "CompareTarget", "Delete",
-    "DeleteResult", "EtcdClient", "EtcdError", "Event", "EventType", "FutureRevision", "Header", "InvalidArgument",
-    "KeyValue", "Lease", "LeaseExpired", "LeaseInfo", "LeaseKeeper", "LeaseNotFound", "Member", "MemberStatus",
-    "NoSpace", "Op", "OpResult", "OutcomeUnknown", "PermissionDenied", "ProtocolError", "Put", "PutResult", "Range",
-    "RangeResult", "RequestTooLarge", "TlsFiles", "TooManyOperations", "TxnResult", "Unauthenticated", "Unavailable",
-    "Watch", "WatchCanceled", "WatchUpdate", "prefix_end",
+    "MAX_REQUEST_BYTES", "MAX_TXN_OPS", "Bytes", "CallBroken", "Compacted", "Compare", "CompareOp", "CompareTarget",
+    "ConnectFailed", "ConnectionPool", "Delete", "DeleteResult", "EtcdClient", "EtcdError", "Event", "EventType",
+    "FutureRevision", "Header", "InvalidArgument", "KeyValue", "Lease", "LeaseExpired", "LeaseInfo", "LeaseKeeper",
+    "LeaseNotFound", "Member", "MemberStatus", "NoSpace", "Op", "OpResult", "OutcomeUnknown", "PermissionDenied",
+    "ProtocolError", "Put", "PutResult", "Range", "RangeResult", "RequestTooLarge", "TlsFiles", "TooManyOperations",
+    "TxnResult", "Unauthenticated", "Unavailable", "Watch", "WatchCanceled", "WatchUpdate", "prefix_end", "split_url",
 ]

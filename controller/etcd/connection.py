@@ -1,4 +1,5 @@
-"""Keep-alive HTTP/1.1 connections to etcd members for the gateway's unary calls, and the pool that holds them.
+"""Keep-alive HTTP/1.1 connections for JSON calls, and the pool that holds them: etcd's gateway's unary calls, and
+the cluster's internal channel between controllers.
 
 A request goes out in one write (its head and body together) and its answer is read whole: a body of known length
 or a chunked one, the two ways etcd's gateway (Go's HTTP server) frames an answer. Written for this subset on a Trio
@@ -16,13 +17,22 @@ import select
 import socket
 import ssl
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 import trio
 
-__all__ = ["CallBroken", "ConnectFailed", "Connection", "ConnectionPool"]
+__all__ = ["CallBroken", "ConnectFailed", "Connection", "ConnectionPool", "split_url"]
 
 _RECEIVE_SIZE = 65536
 _MAX_HEAD = 65536  # an answer's status line and headers, at most
+
+
+def split_url(url: str) -> tuple[str, str, int, str]:
+    """An ``http://`` or ``https://`` URL's scheme, host, port and path (ValueError for anything else)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http:// or https:// URL: {url!r}")
+    return parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), parts.path
 
 
 class ConnectFailed(Exception):
@@ -198,7 +208,7 @@ class ConnectionPool:
 
     async def call(self, scheme: str, host: str, port: int, path: str, body: bytes,
                    headers: Mapping[str, str]) -> tuple[int, bytes]:
-        """POST on an idle connection to the member, or a new one; ConnectFailed or CallBroken as
+        """POST on an idle connection to the server, or a new one; ConnectFailed or CallBroken as
         :class:`Connection` raises them."""
         async with self._slots:
             member = (scheme, host, port)

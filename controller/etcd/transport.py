@@ -16,12 +16,11 @@ import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import trio
 
 from controller.etcd.answers import decode_error
-from controller.etcd.connection import CallBroken, ConnectFailed, ConnectionPool
+from controller.etcd.connection import CallBroken, ConnectFailed, ConnectionPool, split_url
 from controller.etcd.errors import EtcdError, OutcomeUnknown, Unavailable
 from controller.etcd.stream import LineStream
 
@@ -55,7 +54,7 @@ class Transport:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
         self.endpoints = tuple(endpoint.rstrip("/") for endpoint in endpoints)
-        self._members = {endpoint: _member(endpoint) for endpoint in self.endpoints}
+        self._members = {endpoint: split_url(endpoint) for endpoint in self.endpoints}
         self._current = 0
         # One context for every connection and stream: building one loads the CA bundle, which takes a tenth of a
         # second.
@@ -148,10 +147,3 @@ class Transport:
 def _stay(endpoint: str) -> None:
     """A request meant for one member leaves the rotation where it is."""
 
-
-def _member(endpoint: str) -> tuple[str, str, int, str]:
-    """An endpoint's scheme, host, port and base path."""
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"an etcd endpoint is an http:// or https:// URL, not {endpoint!r}")
-    return parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), parts.path

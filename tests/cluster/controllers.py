@@ -51,6 +51,7 @@ class Node:
     prefix: str
     tls: bool = False
     extra: Sequence[str] = ()
+    cpu: int | None = None  # the core to pin the process to (taskset), if any
     process: subprocess.Popen[bytes] | None = None
     url: str = ""
     starts: int = 0
@@ -69,15 +70,19 @@ class Node:
         return self.process is not None and self.process.poll() is None
 
     def spawn(self) -> None:
-        """Start the process (on its data directory as it is); :meth:`wait_serving` waits for its URL."""
+        """Start the process (on its data directory as it is); :meth:`wait_serving` waits for its URL. With no
+        etcd endpoints it is a single controller, no cluster."""
         assert not self.running, f"{self.name} runs already"
         self.starts += 1
         out = self.directory / f"{self.name}.out"
-        command = [_tollgate(), "serve", "--etcd", ",".join(self.endpoints), "--etcd-prefix", self.prefix,
-                   "--port", "0", "--data-dir", str(self.data_dir), "--node-name", self.name,
-                   "--lease-ttl", str(LEASE_TTL), *self.extra]
+        command = [_tollgate(), "serve", "--port", "0", "--data-dir", str(self.data_dir), *self.extra]
+        if self.endpoints:
+            command += ["--etcd", ",".join(self.endpoints), "--etcd-prefix", self.prefix, "--node-name", self.name,
+                        "--lease-ttl", str(LEASE_TTL)]
         if not self.tls:
             command.append("--no-tls")
+        if self.cpu is not None:
+            command = ["taskset", "-c", str(self.cpu), *command]
         env = {**os.environ, "TOLLGATE_ADMIN_USERNAME": "admin", "TOLLGATE_ADMIN_PASSWORD": ADMIN_PASSWORD}
         with out.open("wb") as stdout, self.log.open("ab") as stderr:
             self.process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, start_new_session=True)
@@ -195,11 +200,13 @@ class Network:
     size: int = 3
     prefix: str = field(default_factory=lambda: f"/tests/{uuid.uuid4().hex}/")
     tls: bool = False
+    cpus: Sequence[int | None] = ()  # per node, the core it is pinned to (none beyond the sequence's end)
     nodes: list[Node] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.nodes = [Node(f"n{i}", self.directory, self.endpoints, self.prefix, self.tls) for i in range(self.size)]
+        self.nodes = [Node(f"n{i}", self.directory, self.endpoints, self.prefix, self.tls,
+                           cpu=self.cpus[i] if i < len(self.cpus) else None) for i in range(self.size)]
 
     async def start(self) -> None:
         """Start every node at once and wait until each serves."""

@@ -110,27 +110,29 @@ async def test_connection_close_and_idle_closes_by_the_member_open_a_new_connect
 
 
 async def test_a_connection_the_member_closed_while_idle_is_not_used_again() -> None:
-    closing: list[trio.SocketStream] = []
+    accepted = 0
     closed = trio.Event()
 
     async with trio.open_nursery() as nursery:
         async def handle(stream: trio.SocketStream) -> None:
-            buffer = bytearray()
-            await _read_request(stream, buffer)
+            nonlocal accepted
+            accepted += 1
+            await _read_request(stream, bytearray())
             await stream.send_all(_sized(b"ok"))
-            closing.append(stream)
             await stream.aclose()  # idle, then gone (on loopback the FIN is at the client once close returns)
             closed.set()
 
         listeners = await nursery.start(partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
         port = listeners[0].socket.getsockname()[1]
         pool = _pool()
-        assert await pool.call("http", "127.0.0.1", port, "/", b"", {}) == (200, b"ok")
-        await closed.wait()
-        # The closed connection is seen at rest and dropped: the call goes out on a new one, not into a dead one.
-        assert await pool.call("http", "127.0.0.1", port, "/", b"", {}) == (200, b"ok")
-        assert len(closing) == 2
-        await pool.aclose()
+        try:
+            assert await pool.call("http", "127.0.0.1", port, "/", b"", {}) == (200, b"ok")
+            await closed.wait()
+            # The closed connection is seen at rest and dropped: the call goes out on a new one, not into a dead one.
+            assert await pool.call("http", "127.0.0.1", port, "/", b"", {}) == (200, b"ok")
+            assert accepted == 2
+        finally:
+            await pool.aclose()
         nursery.cancel_scope.cancel()
 
 
