@@ -16,7 +16,8 @@ connections, split evenly over the nodes (one ``wrk`` per node, or the Python ge
   so that each one changes the identity's state and re-checks its sessions; on two nodes about half of them arrive
   at the node that does not host the user's actor and are forwarded to its owner.
 
-Beside requests/s and latency, the controllers' CPU time (``/proc/PID/stat``) per request served, and etcd's.
+Beside requests/s and latency, the controllers' CPU time (``/proc/PID/stat``) per request served, etcd's, and how many
+of the nodes' batches of writes met another node's write and ran again (``tollgate_cluster_write_conflicts``).
 
 Then, on ``cluster-2``: failover. The node hosting some user's actor is killed (SIGKILL) and the survivor is asked for
 that identity's posture data; the time from the kill to that answer (the new owner's decision) is measured against
@@ -38,6 +39,7 @@ from typing import Any
 
 import httpx
 import trio
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.loadgen import LoadResult, Request, load
 from bench.report import ScenarioResult, Target
@@ -51,7 +53,7 @@ __all__ = ["run"]
 CONNECTIONS = 32
 CONFIGURATIONS = {"single": 1, "cluster-1": 1, "cluster-2": 2}  # name -> controllers
 COLUMNS = ["configuration", "workload", "req/s", "p50 ms", "p99 ms", "errors", "controller CPU ms/req",
-           "etcd CPU ms/req"]
+           "etcd CPU ms/req", "write conflicts"]
 WORKLOADS = ("management reads", "posture events")
 GOOD_MAC, BAD_MAC = "aa:bb:cc:dd:ee:ff", "11:22:33:44:55:66"
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -139,7 +141,21 @@ def _requests(setup: Setup, workload: str) -> list[Request]:
             for mac in (GOOD_MAC, BAD_MAC) for _identity, token in setup.users]
 
 
-async def _load(net: Network, requests: list[Request], seconds: float,
+async def _conflicts(net: Network, http: httpx.AsyncClient) -> float:
+    """The nodes' write conflicts so far (0 for a single controller, which has none)."""
+    total = 0.0
+    for node in net.nodes:
+        url = node.metrics_url
+        if url is None:
+            raise RuntimeError(f"{node.name} printed no metrics URL")
+        text = (await http.get(url)).text
+        for family in text_string_to_metric_families(text):
+            if family.name == "tollgate_cluster_write_conflicts":
+                total += sum(sample.value for sample in family.samples if sample.name.endswith("_total"))
+    return total
+
+
+async def _load(net: Network, http: httpx.AsyncClient, requests: list[Request], seconds: float,
                 etcd_pids: Sequence[int]) -> dict[str, float]:
     """One load on every node at once; the figures of all nodes together."""
     pids = [node.process.pid for node in net.nodes if node.process is not None]
@@ -150,15 +166,17 @@ async def _load(net: Network, requests: list[Request], seconds: float,
         results.append(await trio.to_thread.run_sync(
             lambda: load(url, requests, connections=per_node, seconds=seconds)))
 
-    controllers, etcd = _total_cpu(pids), _total_cpu(etcd_pids)
+    controllers, etcd, conflicts = _total_cpu(pids), _total_cpu(etcd_pids), await _conflicts(net, http)
     async with trio.open_nursery() as nursery:
         for node in net.nodes:
             nursery.start_soon(one, node.url)
     controllers, etcd = _total_cpu(pids) - controllers, _total_cpu(etcd_pids) - etcd
+    conflicts = await _conflicts(net, http) - conflicts
     served = sum(r.requests for r in results)
     return {"per_s": sum(r.rps for r in results), "p50_ms": max(r.p50_ms for r in results),
             "p99_ms": max(r.p99_ms for r in results), "errors": sum(r.failed for r in results),
-            "controller_cpu_ms": controllers * 1e3 / max(1, served), "etcd_cpu_ms": etcd * 1e3 / max(1, served)}
+            "controller_cpu_ms": controllers * 1e3 / max(1, served), "etcd_cpu_ms": etcd * 1e3 / max(1, served),
+            "conflicts": conflicts}
 
 
 async def _failover(net: Network, http: httpx.AsyncClient, etcd: EtcdClient, setup: Setup) -> float:
@@ -188,12 +206,13 @@ async def _run(plan: Plan, base: Path) -> dict[str, Any]:
                 EtcdClient(etcd.endpoints) as client:
             for name, size in CONFIGURATIONS.items():
                 endpoints = () if name == "single" else etcd.endpoints
-                net = Network(base / name, endpoints, size=size, cpus=[0, 1][:size])
+                net = Network(base / name, endpoints, size=size, cpus=[0, 1][:size],
+                              extra=("--metrics-address", "127.0.0.1:0"))
                 try:
                     await net.start()
                     setup = await _setup(net, http, plan)
-                    figures[name] = {workload: await _load(net, _requests(setup, workload), plan.seconds, etcd_pids)
-                                     for workload in WORKLOADS}
+                    figures[name] = {workload: await _load(net, http, _requests(setup, workload), plan.seconds,
+                                                           etcd_pids) for workload in WORKLOADS}
                     if name == "cluster-2":
                         figures["failover_s"] = await _failover(net, http, client, setup)
                 finally:
@@ -209,7 +228,8 @@ def build_result(figures: dict[str, Any], quick: bool) -> ScenarioResult:
         for workload in WORKLOADS:
             row = figures[name][workload]
             result.rows.append([name, workload, round(row["per_s"]), round(row["p50_ms"], 2), round(row["p99_ms"], 2),
-                                int(row["errors"]), round(row["controller_cpu_ms"], 3), round(row["etcd_cpu_ms"], 3)])
+                                int(row["errors"]), round(row["controller_cpu_ms"], 3), round(row["etcd_cpu_ms"], 3),
+                                int(row["conflicts"])])
     for key, workload in (("reads", "management reads"), ("events", "posture events")):
         result.targets.append(Target.at_least(
             f"{key}2", f"{workload}/s on 2 nodes, each on its own core, >= 1.5x on 1 node",

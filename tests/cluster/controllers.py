@@ -32,6 +32,7 @@ CLIENT = "/edge/client/v1"
 START_TIMEOUT = 90.0  # seconds from spawning to serving, on a loaded machine
 LEASE_TTL = 2
 _URL = re.compile(r"^Management API: (\S+)/edge/management/v1$", re.MULTILINE)
+_METRICS_URL = re.compile(r"^Metrics: +(\S+)$", re.MULTILINE)
 
 
 def _tollgate() -> str:
@@ -87,6 +88,13 @@ class Node:
         with out.open("wb") as stdout, self.log.open("ab") as stderr:
             self.process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, start_new_session=True)
         self.url = ""
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The metrics listener's URL the process printed (started with ``--metrics-address``), if any."""
+        out = self.directory / f"{self.name}.out"
+        found = _METRICS_URL.search(out.read_text(errors="replace")) if out.exists() else None
+        return found.group(1) if found else None
 
     def _announced(self) -> bool:
         """Whether the process printed its URL (noted in ``url``); RuntimeError if it exited first."""
@@ -201,11 +209,12 @@ class Network:
     prefix: str = field(default_factory=lambda: f"/tests/{uuid.uuid4().hex}/")
     tls: bool = False
     cpus: Sequence[int | None] = ()  # per node, the core it is pinned to (none beyond the sequence's end)
+    extra: Sequence[str] = ()  # more options for every node's ``tollgate serve``
     nodes: list[Node] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.nodes = [Node(f"n{i}", self.directory, self.endpoints, self.prefix, self.tls,
+        self.nodes = [Node(f"n{i}", self.directory, self.endpoints, self.prefix, self.tls, extra=self.extra,
                            cpu=self.cpus[i] if i < len(self.cpus) else None) for i in range(self.size)]
 
     async def start(self) -> None:
