@@ -76,6 +76,9 @@ class Store:
         layouts: one layout per kind; their named DBs are opened (and created) up front.
         map_size: the largest the database may grow to (a sparse file; it costs nothing until used).
         durable: fsync on every commit. Only tests and benchmarks of the baseline switch it off.
+        sync_meta: with ``durable``, fsync the meta page too (LMDB's second flush of a commit). Off, a crash of the
+            operating system may undo the last commits but leaves the store whole (LMDB's ``metasync=False``): for
+            a copy whose commits can be applied again from elsewhere, such as a cluster node's replica.
 
     Raises:
         StoreInUse: another open store owns ``path`` (``storage/ownership.py``); close that one first.
@@ -83,7 +86,7 @@ class Store:
     """
 
     def __init__(self, path: Path, layouts: Iterable[KindLayout], *, map_size: int = 1 << 35,
-                 durable: bool = True) -> None:
+                 durable: bool = True, sync_meta: bool = True) -> None:
         self._layouts = {layout.kind: layout for layout in layouts}
         self.path = path
         _private_directory(path)
@@ -93,7 +96,7 @@ class Store:
         self.env: Any = None
         try:
             self.env = lmdb.open(str(path), max_dbs=count + 8, map_size=map_size, sync=durable,
-                                 metasync=durable, readahead=False, mode=_FILE_MODE)
+                                 metasync=durable and sync_meta, readahead=False, mode=_FILE_MODE)
             self._dbs: dict[str, Any] = open_indexes(self.env, indexes)
             self._indexes = {kind: [(index, self._dbs[index.name]) for index in kind_indexes]
                              for kind, kind_indexes in indexes.items()}

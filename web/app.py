@@ -92,8 +92,10 @@ def create_app(controller: Controller) -> QuartTrio:
         @app.before_request
         async def fresh() -> None:
             # After the size check above (hooks run in registration order), before anything reads: in a cluster,
-            # the node's replica then holds every write acknowledged anywhere before this request arrived.
-            await freshness.wait_fresh()
+            # the node's replica then holds every write acknowledged anywhere before this request arrived. A
+            # forwarded call instead waits for the revision its sender names (RoutedPosture.serve).
+            if request.path != FORWARD_PATH:
+                await freshness.wait_fresh()
 
     @app.before_request
     async def external_jwt_factor() -> None:

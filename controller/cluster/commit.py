@@ -100,6 +100,7 @@ class ReplicatedCommit:
         self._prefix = os.urandom(6).hex()
         self._recently_unavailable = False
         self._thread: PinnedThread | None = None
+        self.conflicts = 0  # batches that found the head moved by another node's write, and ran again
         self.kick: Callable[[], None] = lambda: None  # restarts the replica's watch (set by the replica service)
 
     # -- what the replica service and readers use ---------------------------------------------------------------
@@ -230,6 +231,7 @@ class ReplicatedCommit:
                 await self._end(raw, commit=False)
                 settled = await self._partial(outcomes, done, head, deadline)
                 if isinstance(result, Conflict):
+                    self.conflicts += 1
                     await self._catch_up(result.head, deadline)
                 elif isinstance(result, Refused):
                     owners = [position for position in part for _ in conditions[position]]

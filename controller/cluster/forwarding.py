@@ -13,8 +13,10 @@ record), signed: the header ``X-Tollgate-Forward: TIME:HMAC`` is HMAC-SHA256 ove
 key derived from the network's enrolment-token key, which only the network's nodes hold (etcd gives it to them with
 the PKI). A request whose signature does not verify, or whose time is more than :data:`SKEW` seconds off, is refused
 (401) before anything is decoded. Over TLS the node also checks the peer's certificate against the network CA.
-Every forwarded request passes the receiving node's read barrier first, like any other request, so the owner sees
-every write acknowledged before it was sent (the login just made on the forwarding node, say).
+A forwarded call names the head revision the forwarding node's replica held when it sent it, past that node's own
+read barrier; the owner waits until its replica holds that revision before it acts (no quorum read of its own), so
+it sees every write acknowledged before the client's request arrived (the login just made on the forwarding node,
+say). The channel's connections are kept alive (``controller/etcd/connection.py``).
 """
 
 from __future__ import annotations
@@ -27,9 +29,8 @@ import math
 import ssl
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-import httpx
 import msgspec
 import trio
 
@@ -37,6 +38,7 @@ from controller.cluster.membership import Membership
 from controller.cluster.ownership import ShardOwnership
 from controller.data.commit_step import ConditionFailed
 from controller.errors import ApiError, nested_cause
+from controller.etcd import CallBroken, ConnectFailed, ConnectionPool, split_url
 from controller.posture.service import Moved, PostureService
 from controller.posture.state import IdentityState, decode_state, encode_state
 
@@ -49,7 +51,19 @@ SIGNATURE_HEADER = "X-Tollgate-Forward"
 SKEW = 30.0
 """Seconds a forwarded request's signed time may differ from the receiving node's clock."""
 _MOVED = 409
-_REQUEST_TIMEOUT = 30.0
+_CONNECT_TIMEOUT = 1.0
+_MAX_CONNECTIONS = 64  # calls in flight to other nodes at once
+
+
+class Causality(Protocol):
+    """What forwarding needs of the node's read barrier (``controller/cluster/freshness.py``)."""
+
+    @property
+    def position(self) -> int:
+        """The head revision this node's replica holds."""
+
+    async def wait_revision(self, revision: int) -> None:
+        """Return once this node's replica holds the head revision ``revision``."""
 
 
 def forwarding_key(token_key: bytes) -> bytes:
@@ -65,6 +79,7 @@ class _Call(msgspec.Struct, frozen=True):
     op: str
     identity_id: str
     args: dict[str, Any]
+    revision: int = 0  # the forwarding node's replica position: what the owner must have applied first
 
 
 class _Unreachable(Exception):
@@ -78,29 +93,36 @@ class RoutedPosture:
         local: this node's engine.
         ownership: who holds which shard.
         membership: where each node is reached.
+        causality: the node's read barrier.
         key: :func:`forwarding_key` of the network.
         within: seconds a call waits for a shard to have a holder.
         ca_pem: the network CA, which owners' certificates must chain to (over TLS).
     """
 
-    def __init__(self, local: PostureService, ownership: ShardOwnership, membership: Membership, key: bytes, *,
-                 within: float, ca_pem: bytes) -> None:
+    def __init__(self, local: PostureService, ownership: ShardOwnership, membership: Membership,
+                 causality: Causality, key: bytes, *, within: float, ca_pem: bytes) -> None:
         self._local = local
         self._ownership = ownership
         self._membership = membership
+        self._causality = causality
         self._key = key
         self.within = within
         self._tls = ssl.create_default_context(cadata=ca_pem.decode("ascii"))
         self._tls.check_hostname = False  # a node is reached by whatever address it announced; the CA is checked
-        self._http: httpx.AsyncClient | None = None
+        self._pool: ConnectionPool | None = None
         self.forwarded = 0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Hold the HTTP client that reaches the other nodes."""
-        async with httpx.AsyncClient(verify=self._tls, timeout=_REQUEST_TIMEOUT) as http:
-            self._http = http
+        """Hold the connections that reach the other nodes."""
+        pool = ConnectionPool(ssl_context=self._tls, connect_timeout=_CONNECT_TIMEOUT, max_connections=_MAX_CONNECTIONS)
+        self._pool = pool
+        try:
             task_status.started()
             await trio.sleep_forever()
+        finally:
+            self._pool = None
+            with trio.CancelScope(shield=True):
+                await pool.aclose()
 
     # -- the posture service --------------------------------------------------------------------------------------
 
@@ -147,8 +169,8 @@ class RoutedPosture:
                 record = self._membership.live().get(holder) if holder is not None else None
                 if holder is not None and record is not None and holder != ownership.name:
                     try:
-                        return await self._forward(holder, record.internal_address,
-                                                   _Call(op, identity_id, args), deadline)
+                        call = _Call(op, identity_id, args, self._causality.position)
+                        return await self._forward(holder, record.internal_address, call, deadline)
                     except _Unreachable:
                         pass
             if trio.current_time() >= deadline:
@@ -160,18 +182,19 @@ class RoutedPosture:
     async def _forward(self, holder: str, address: str, call: _Call, deadline: float) -> Any:
         """Send ``call`` to ``holder``; given up (:class:`_Unreachable`) when it cannot be reached, or when the
         shard changes hands meanwhile (a paused holder never answers: its successor does)."""
-        http = self._http
-        assert http is not None, "the forwarding client is not running"
+        pool = self._pool
+        assert pool is not None, "the forwarding connections are not running"
+        scheme, host, port, base = split_url(address)
         body = msgspec.json.encode(call)
         stamp = repr(time.time())
-        headers = {SIGNATURE_HEADER: f"{stamp}:{_sign(self._key, stamp, body)}", "content-type": "application/json"}
-        replies: list[httpx.Response] = []
+        headers = {SIGNATURE_HEADER: f"{stamp}:{_sign(self._key, stamp, body)}"}
+        replies: list[tuple[int, bytes]] = []
         ownership = self._ownership
 
         async def send(done: trio.CancelScope) -> None:
             try:
-                replies.append(await http.post(address + FORWARD_PATH, content=body, headers=headers))
-            except httpx.HTTPError as error:
+                replies.append(await pool.call(scheme, host, port, base + FORWARD_PATH, body, headers))
+            except (ConnectFailed, CallBroken) as error:
                 log.info("a forwarded call did not reach its node", extra={"node": holder, "error": str(error)})
             done.cancel()
 
@@ -186,13 +209,16 @@ class RoutedPosture:
             race.start_soon(moved, race.cancel_scope)
         if not replies:
             raise _Unreachable("the shard changed hands, or its holder did not answer in time")
-        reply = replies[0]
+        status, content = replies[0]
         self.forwarded += 1
-        if reply.status_code == _MOVED:
+        if status == _MOVED:
             raise _Unreachable("the node no longer hosts the identity")
-        answer = reply.json()
-        if reply.status_code != 200 or not isinstance(answer, dict):
-            raise ApiError("UNHANDLED", nested_cause(f"the owner answered {reply.status_code}"))
+        try:
+            answer = msgspec.json.decode(content)
+        except msgspec.DecodeError:
+            answer = None
+        if status != 200 or not isinstance(answer, dict):
+            raise ApiError("UNHANDLED", nested_cause(f"the owner answered {status}"))
         refused = answer.get("error")
         if refused is not None:
             raise ApiError(refused["code"], refused.get("cause"))
@@ -231,14 +257,16 @@ class RoutedPosture:
         return hmac.compare_digest(digest, _sign(self._key, stamp, body))
 
     async def serve(self, signature: str | None, body: bytes) -> tuple[int, bytes]:
-        """Answer a forwarded call: its status and JSON body (401 unsigned, 409 when this node does not host the
-        identity, else 200 with the result or the error the engine gave)."""
+        """Answer a forwarded call, once this node's replica holds the revision it names: its status and JSON body
+        (401 unsigned, 409 when this node does not host the identity, else 200 with the result or the error the
+        engine gave). The general read barrier is not needed before it (web/app.py skips it)."""
         if not self.verified(signature, body):
             return 401, b'{"error":{"code":"UNAUTHORIZED"}}'
         try:
             call = msgspec.json.decode(body, type=_Call)
         except msgspec.DecodeError:
             return 400, b'{"error":{"code":"INVALID_INPUT"}}'
+        await self._causality.wait_revision(call.revision)
         if not self._ownership.owns(call.identity_id):
             return _MOVED, b"{}"
         try:

@@ -11,6 +11,10 @@ notification.
 
 When etcd cannot answer (no quorum), reads are served from the replica as it is after a short bound: it holds at
 least every write this node acknowledged, since a write is acknowledged only once applied here.
+
+A request another node forwarded already passed that node's barrier: it names the revision that node's replica held
+(:attr:`ReadIndexBarrier.position`), and :meth:`ReadIndexBarrier.wait_revision` waits for this replica to hold it,
+with no quorum read of its own.
 """
 
 from __future__ import annotations
@@ -62,8 +66,18 @@ class ReadIndexBarrier:
         self._wanted.unpark()
         with trio.move_on_after(STALE_READ_WAIT):
             await round_.answered.wait()
-        revision = round_.revision
-        if revision is None or self._commit.head >= revision:
+        if round_.revision is not None:
+            await self.wait_revision(round_.revision)
+
+    @property
+    def position(self) -> int:
+        """The head revision this node's replica holds: every write it has seen acknowledged, by any node."""
+        return self._commit.head
+
+    async def wait_revision(self, revision: int) -> None:
+        """Return once the replica holds the head revision ``revision`` (or after :data:`REPLICA_WAIT`, the watch
+        restarted after a second)."""
+        if self._commit.head >= revision:
             return
         with trio.move_on_after(_KICK_AFTER):
             await self._commit.wait_head(revision)

@@ -142,7 +142,9 @@ class ClusterNode:
         commit step, the replica service and the read barrier over it."""
         for leftover in (path.with_name(path.name + ".rebuild"), path.with_name(path.name + ".old")):
             shutil.rmtree(leftover, ignore_errors=True)
-        store = Store(path, layouts, durable=durable)
+        # The meta page unsynced: an OS crash may undo the replica's last commits, never its integrity, and it
+        # resumes from the revision it then holds (etcd holds every acknowledged write).
+        store = Store(path, layouts, durable=durable, sync_meta=False)
         self.commit = ReplicatedCommit(store, self.etcd, self.keys, network=self.network,
                                        node=self.name or self.instance, limits=self.config.limits)
         self.replica = ReplicaService(self.etcd, self.keys, self.commit, layouts, durable=durable)
@@ -153,7 +155,8 @@ class ClusterNode:
     def route_posture(self, engine: PostureService, token_key: bytes, ca_pem: bytes) -> RoutedPosture:
         """The posture service of this node: ``engine`` for the identities it owns, the owners for the others."""
         assert self.ownership is not None, "open the replica first"
-        self.router = RoutedPosture(engine, self.ownership, self.membership, forwarding_key(token_key),
+        assert self.freshness is not None
+        self.router = RoutedPosture(engine, self.ownership, self.membership, self.freshness, forwarding_key(token_key),
                                     within=2 * self.config.lease_ttl + 5.0, ca_pem=ca_pem)
         return self.router
 

@@ -80,7 +80,7 @@ async def load_snapshot(etcd: EtcdClient, keys: NetworkKeys, network: str, path:
     Raises what etcd raised (``Compacted`` if the revision is compacted while the pages are read: start again);
     the half-built store is removed then."""
     await trio.to_thread.run_sync(functools.partial(shutil.rmtree, path, ignore_errors=True))
-    store = Store(path, layouts, durable=durable)
+    store = Store(path, layouts, durable=durable, sync_meta=False)  # as the live replica (ClusterNode.open_replica)
     try:
         revision = head = 0
         start, end = keys.data, prefix_end(keys.data)

@@ -6,15 +6,17 @@ and failures to typed values and exceptions (``Unavailable``, ``OutcomeUnknown``
 request limits. It knows nothing of Tollgate's resources, store or actors: cluster mode builds on it.
 
 Layout: ``model`` (the values), ``errors`` (the exceptions), ``bodies`` and ``answers`` (the JSON gateway both
-ways, plain functions), ``transport`` (members, deadlines, retries, connection pools), ``stream`` (a watch's HTTP
-stream, line by line), ``client``, ``watch`` and ``lease`` (the async shell).
+ways, plain functions), ``transport`` (members, deadlines, retries), ``connection`` (keep-alive HTTP/1.1 connections for
+unary calls, and their pool), ``stream`` (a watch's HTTP stream, line by line), ``client``, ``watch`` and ``lease`` (the
+async shell).
 
-May import: the standard library, trio, httpx, h11 and msgspec. Nothing else of the project (an import-linter
+May import: the standard library, trio, h11 and msgspec. Nothing else of the project (an import-linter
 contract holds it to that).
 """
 
 from controller.etcd.bodies import MAX_REQUEST_BYTES, MAX_TXN_OPS, prefix_end
 from controller.etcd.client import EtcdClient
+from controller.etcd.connection import CallBroken, ConnectFailed, ConnectionPool, split_url
 from controller.etcd.errors import (
     Compacted,
     EtcdError,
@@ -61,10 +63,10 @@ from controller.etcd.transport import TlsFiles
 from controller.etcd.watch import Watch
 
 __all__ = [
-    "MAX_REQUEST_BYTES", "MAX_TXN_OPS", "Bytes", "Compacted", "Compare", "CompareOp", "CompareTarget", "Delete",
-    "DeleteResult", "EtcdClient", "EtcdError", "Event", "EventType", "FutureRevision", "Header", "InvalidArgument",
-    "KeyValue", "Lease", "LeaseExpired", "LeaseInfo", "LeaseKeeper", "LeaseNotFound", "Member", "MemberStatus",
-    "NoSpace", "Op", "OpResult", "OutcomeUnknown", "PermissionDenied", "ProtocolError", "Put", "PutResult", "Range",
-    "RangeResult", "RequestTooLarge", "TlsFiles", "TooManyOperations", "TxnResult", "Unauthenticated", "Unavailable",
-    "Watch", "WatchCanceled", "WatchUpdate", "prefix_end",
+    "MAX_REQUEST_BYTES", "MAX_TXN_OPS", "Bytes", "CallBroken", "Compacted", "Compare", "CompareOp", "CompareTarget",
+    "ConnectFailed", "ConnectionPool", "Delete", "DeleteResult", "EtcdClient", "EtcdError", "Event", "EventType",
+    "FutureRevision", "Header", "InvalidArgument", "KeyValue", "Lease", "LeaseExpired", "LeaseInfo", "LeaseKeeper",
+    "LeaseNotFound", "Member", "MemberStatus", "NoSpace", "Op", "OpResult", "OutcomeUnknown", "PermissionDenied",
+    "ProtocolError", "Put", "PutResult", "Range", "RangeResult", "RequestTooLarge", "TlsFiles", "TooManyOperations",
+    "TxnResult", "Unauthenticated", "Unavailable", "Watch", "WatchCanceled", "WatchUpdate", "prefix_end", "split_url",
 ]

@@ -1,5 +1,5 @@
 """The etcd client: the key-value store, txns, leases, compaction, cluster membership and watches, over etcd's JSON
-gateway (``/v3/...``) with httpx on Trio.
+gateway (``/v3/...``) on Trio.
 
 Every call either returns etcd's answer or raises an ``EtcdError`` within the client's ``request_timeout`` (a Trio
 deadline; a caller that needs a shorter bound puts the call in its own cancel scope, and must then count a write it
@@ -67,13 +67,13 @@ class EtcdClient:
     ``max_connections`` at a time) and watches."""
 
     def __init__(self, endpoints: Sequence[str], *, request_timeout: float = 5.0, tls: TlsFiles | None = None,
-                 connect_timeout: float = 1.0, max_connections: int = 64, connections_per_pool: int = 2,
+                 connect_timeout: float = 1.0, max_connections: int = 64,
                  max_txn_ops: int = MAX_TXN_OPS, max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
         self.request_timeout = request_timeout
         self.max_txn_ops = max_txn_ops
         self.max_request_bytes = max_request_bytes
         self._transport = Transport(endpoints, tls=tls, connect_timeout=connect_timeout,
-                                    max_connections=max_connections, connections_per_pool=connections_per_pool)
+                                    max_connections=max_connections)
 
     async def __aenter__(self) -> EtcdClient:
         return self

@@ -1,10 +1,10 @@
 """HTTP to an etcd cluster: which member to ask, how long to wait, and what a failed attempt means.
 
-A few small httpx connection pools serve every member. Requests go to the current member until one fails to answer, then
-to the next: a failure moves the rotation on for every later request. Each request is bounded by a Trio deadline;
-within it, a request that nothing was changed by (a read, a keepalive, a write refused before raft saw it, a
-connection never made) moves on to the next member, each member once. A write that was sent and got no answer is
-never sent again here: it raises ``OutcomeUnknown``.
+One pool of keep-alive connections (``controller/etcd/connection.py``) serves every member. Requests go to the current
+member until one fails to answer, then to the next: a failure moves the rotation on for every later request. Each
+request is bounded by a Trio deadline; within it, a request that nothing was changed by (a read, a keepalive, a write
+refused before raft saw it, a connection never made) moves on to the next member, each member once. A write that was
+sent and got no answer is never sent again here: it raises ``OutcomeUnknown``.
 
 Every request carries ``Grpc-Metadata-hasleader: true``, so a member cut off from its leader answers "no leader" at
 once instead of holding the request, except serializable reads, whose point is to be answered without one.
@@ -13,14 +13,14 @@ once instead of holding the request, except serializable reads, whose point is t
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import trio
 
 from controller.etcd.answers import decode_error
+from controller.etcd.connection import CallBroken, ConnectFailed, ConnectionPool, split_url
 from controller.etcd.errors import EtcdError, OutcomeUnknown, Unavailable
 from controller.etcd.stream import LineStream
 
@@ -46,29 +46,24 @@ class TlsFiles:
 
 
 class Transport:
-    """The members' client URLs and connection pools to them. Close it with ``aclose``.
-
-    ``max_connections`` are spread over pools of ``connections_per_pool``, and each request goes to the pool with
-    the fewest requests in flight: under many concurrent requests one large httpx pool spends its time handing out
-    connections (its tail latency grows to seconds), where several small ones do not."""
+    """The members' client URLs and the connections to them (at most ``max_connections`` calls at a time). Close it
+    with ``aclose``."""
 
     def __init__(self, endpoints: Sequence[str], *, tls: TlsFiles | None = None, connect_timeout: float = 1.0,
-                 max_connections: int = 64, connections_per_pool: int = 2) -> None:
+                 max_connections: int = 64) -> None:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
         self.endpoints = tuple(endpoint.rstrip("/") for endpoint in endpoints)
+        self._members = {endpoint: split_url(endpoint) for endpoint in self.endpoints}
         self._current = 0
-        # One context for every pool and stream: building one loads the CA bundle, which takes a tenth of a second.
+        # One context for every connection and stream: building one loads the CA bundle, which takes a tenth of a
+        # second.
         self._ssl_context = tls.context() if tls else ssl.create_default_context()
         self._connect_timeout = connect_timeout
-        per_pool = max(1, min(connections_per_pool, max_connections))
         # Connecting has its own bound so that an unreachable host costs a second, not the request's whole time;
         # everything after the connection is bounded by the caller's deadline.
-        self._pools = [
-            httpx.AsyncClient(verify=self._ssl_context, timeout=httpx.Timeout(None, connect=connect_timeout),
-                              limits=httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool))
-            for _ in range(max(1, -(-max_connections // per_pool)))]
-        self._in_flight = [0] * len(self._pools)
+        self._pool = ConnectionPool(ssl_context=self._ssl_context, connect_timeout=connect_timeout,
+                                    max_connections=max_connections)
 
     @property
     def current(self) -> str:
@@ -100,17 +95,17 @@ class Transport:
                 with trio.move_on_at(deadline if write else trio.current_time() + share) as attempt_scope:
                     in_flight = endpoint if write else None
                     try:
-                        response = await self._send(endpoint + path, body, needs_leader)
-                    except (httpx.ConnectError, httpx.ConnectTimeout) as error:  # nothing was sent
+                        status, content = await self._send(endpoint, path, body, needs_leader)
+                    except ConnectFailed as error:  # nothing was sent
                         in_flight = None
-                        failures.append(Unavailable(f"cannot connect: {error!r}", endpoint=endpoint))
+                        failures.append(Unavailable(str(error), endpoint=endpoint))
                         rotate(endpoint)
                         continue
-                    except httpx.TransportError as error:
+                    except CallBroken as error:
                         if write:
-                            raise OutcomeUnknown(f"the connection failed before an answer: {error!r}",
+                            raise OutcomeUnknown(f"the connection failed before an answer: {error}",
                                                  endpoint=endpoint) from error
-                        failures.append(Unavailable(f"the connection failed: {error!r}", endpoint=endpoint))
+                        failures.append(Unavailable(str(error), endpoint=endpoint))
                         rotate(endpoint)
                         continue
                     in_flight = None
@@ -118,9 +113,9 @@ class Transport:
                     failures.append(Unavailable("no answer in time", endpoint=endpoint))
                     rotate(endpoint)
                     continue
-                if response.status_code == 200:
-                    return response.content
-                refusal = decode_error(response.status_code, response.content, write=write, endpoint=endpoint)
+                if status == 200:
+                    return content
+                refusal = decode_error(status, content, write=write, endpoint=endpoint)
                 if not isinstance(refusal, Unavailable) or isinstance(refusal, OutcomeUnknown):
                     raise refusal
                 failures.append(refusal)
@@ -134,20 +129,10 @@ class Transport:
             raise Unavailable(f"etcd did not answer within {within} s: {reasons}") from cause
         raise Unavailable(f"no etcd member could serve the request: {reasons}") from cause
 
-    async def _send(self, url: str, body: bytes, needs_leader: bool) -> httpx.Response:
-        """POST on the least busy pool, reading the whole answer."""
-        index = min(range(len(self._pools)), key=self._in_flight.__getitem__)
-        pool = self._pools[index]
-        headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
-        if needs_leader:
-            headers.update(LEADER_HEADER)
-        request = pool.build_request("POST", url, headers=headers)
-        request.stream = _Body(body)
-        self._in_flight[index] += 1
-        try:
-            return await pool.send(request)
-        finally:
-            self._in_flight[index] -= 1
+    async def _send(self, endpoint: str, path: str, body: bytes, needs_leader: bool) -> tuple[int, bytes]:
+        """POST to the member at ``endpoint``: the answer's status and body."""
+        scheme, host, port, base = self._members[endpoint]
+        return await self._pool.call(scheme, host, port, base + path, body, LEADER_HEADER if needs_leader else {})
 
     async def open_stream(self, endpoint: str, path: str, body: bytes) -> LineStream:
         """POST ``body`` to ``path`` on ``endpoint`` on a connection of its own and return the answer with its body
@@ -156,35 +141,9 @@ class Transport:
                                      connect_timeout=self._connect_timeout)
 
     async def aclose(self) -> None:
-        for pool in self._pools:
-            await pool.aclose()
+        await self._pool.aclose()
 
 
 def _stay(endpoint: str) -> None:
     """A request meant for one member leaves the rotation where it is."""
 
-
-class _Body(httpx.AsyncByteStream):
-    """A request body that httpx sends without an async generator. httpx's own is one, and when sending fails or is
-    cancelled (a member that refuses the TLS handshake, a deadline) it is left suspended, and Trio reports its
-    collection as a leak."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return _Once(self._data)
-
-
-class _Once:
-    def __init__(self, data: bytes) -> None:
-        self._data: bytes | None = data
-
-    def __aiter__(self) -> _Once:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self._data is None:
-            raise StopAsyncIteration
-        data, self._data = self._data, None
-        return data

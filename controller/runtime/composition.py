@@ -167,6 +167,8 @@ class Controller:
             node.commit.subscribe(_publish_remote(domain, event_log))
         if metrics is not None:
             metrics.collect_from(engine, sessions)
+            if node is not None and node.commit is not None:
+                metrics.collect_cluster(node.commit)
         sessions.restore()
         return cls(settings=settings, clock=clock, registry=registry, store=store, writer=writer, domain=domain,
                    hashing=hashing, sessions=sessions, engine=engine, posture=posture,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -81,6 +81,10 @@ class Metrics:
         ``sessions`` hold. Call once."""
         self.registry.register(_ControllerCollector(engine, sessions))
 
+    def collect_cluster(self, commit: WriteConflicts) -> None:
+        """Read, at each scrape, how often a cluster node's writes met another node's. Call once."""
+        self.registry.register(_ClusterCollector(commit))
+
     def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
         """Count one answered request. ``route`` is the matched rule (``/edge/management/v1/identities/<id>``), None
         when no rule matched; a method outside the standard ones is counted as ``other``."""
@@ -101,6 +105,22 @@ class Metrics:
         """Observe one group commit of ``writes`` writes that took ``seconds`` (the writer's batch observer)."""
         self._commit_seconds.observe(seconds)
         self._batch_writes.observe(writes)
+
+
+class WriteConflicts(Protocol):
+    """What the metrics read of a cluster node's commit step."""
+
+    conflicts: int
+
+
+class _ClusterCollector:
+    def __init__(self, commit: WriteConflicts) -> None:
+        self._commit = commit
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("tollgate_cluster_write_conflicts", "Batches of writes that found the network's "
+                                  "head moved by another node's write since this node's replica ran them, and ran "
+                                  "again.", value=self._commit.conflicts)
 
 
 class _ControllerCollector:

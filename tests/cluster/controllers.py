@@ -32,6 +32,7 @@ CLIENT = "/edge/client/v1"
 START_TIMEOUT = 90.0  # seconds from spawning to serving, on a loaded machine
 LEASE_TTL = 2
 _URL = re.compile(r"^Management API: (\S+)/edge/management/v1$", re.MULTILINE)
+_METRICS_URL = re.compile(r"^Metrics: +(\S+)$", re.MULTILINE)
 
 
 def _tollgate() -> str:
@@ -51,6 +52,7 @@ class Node:
     prefix: str
     tls: bool = False
     extra: Sequence[str] = ()
+    cpu: int | None = None  # the core to pin the process to (taskset), if any
     process: subprocess.Popen[bytes] | None = None
     url: str = ""
     starts: int = 0
@@ -69,19 +71,30 @@ class Node:
         return self.process is not None and self.process.poll() is None
 
     def spawn(self) -> None:
-        """Start the process (on its data directory as it is); :meth:`wait_serving` waits for its URL."""
+        """Start the process (on its data directory as it is); :meth:`wait_serving` waits for its URL. With no
+        etcd endpoints it is a single controller, no cluster."""
         assert not self.running, f"{self.name} runs already"
         self.starts += 1
         out = self.directory / f"{self.name}.out"
-        command = [_tollgate(), "serve", "--etcd", ",".join(self.endpoints), "--etcd-prefix", self.prefix,
-                   "--port", "0", "--data-dir", str(self.data_dir), "--node-name", self.name,
-                   "--lease-ttl", str(LEASE_TTL), *self.extra]
+        command = [_tollgate(), "serve", "--port", "0", "--data-dir", str(self.data_dir), *self.extra]
+        if self.endpoints:
+            command += ["--etcd", ",".join(self.endpoints), "--etcd-prefix", self.prefix, "--node-name", self.name,
+                        "--lease-ttl", str(LEASE_TTL)]
         if not self.tls:
             command.append("--no-tls")
+        if self.cpu is not None:
+            command = ["taskset", "-c", str(self.cpu), *command]
         env = {**os.environ, "TOLLGATE_ADMIN_USERNAME": "admin", "TOLLGATE_ADMIN_PASSWORD": ADMIN_PASSWORD}
         with out.open("wb") as stdout, self.log.open("ab") as stderr:
             self.process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, start_new_session=True)
         self.url = ""
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The metrics listener's URL the process printed (started with ``--metrics-address``), if any."""
+        out = self.directory / f"{self.name}.out"
+        found = _METRICS_URL.search(out.read_text(errors="replace")) if out.exists() else None
+        return found.group(1) if found else None
 
     def _announced(self) -> bool:
         """Whether the process printed its URL (noted in ``url``); RuntimeError if it exited first."""
@@ -195,11 +208,14 @@ class Network:
     size: int = 3
     prefix: str = field(default_factory=lambda: f"/tests/{uuid.uuid4().hex}/")
     tls: bool = False
+    cpus: Sequence[int | None] = ()  # per node, the core it is pinned to (none beyond the sequence's end)
+    extra: Sequence[str] = ()  # more options for every node's ``tollgate serve``
     nodes: list[Node] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.nodes = [Node(f"n{i}", self.directory, self.endpoints, self.prefix, self.tls) for i in range(self.size)]
+        self.nodes = [Node(f"n{i}", self.directory, self.endpoints, self.prefix, self.tls, extra=self.extra,
+                           cpu=self.cpus[i] if i < len(self.cpus) else None) for i in range(self.size)]
 
     async def start(self) -> None:
         """Start every node at once and wait until each serves."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import trio
+from prometheus_client import generate_latest
 
 from controller.cluster import AppliedWrite
 from controller.data.commit_step import ConditionFailed
@@ -20,6 +21,7 @@ from controller.etcd import Compare, CompareOp, CompareTarget, EtcdClient, Op, O
 from controller.insight import kept_events
 from controller.model.events import MFA, Event
 from controller.runtime.composition import Controller
+from tests.cluster.controllers import wait_until
 from tests.cluster.etcd_cluster import EtcdCluster
 from tests.support import make_settings, serving
 
@@ -206,3 +208,35 @@ async def test_events_travel_with_their_writes_and_keep_one_order(etcd: EtcdClus
             await b.freshness.wait_fresh()
         trimmed = kept(a)
         assert trimmed == kept(b) and trimmed[0][0] > ids[-1] and len(trimmed) == 300
+
+
+async def test_a_write_that_met_another_nodes_runs_again_and_is_counted(etcd: EtcdCluster, prefix: str,
+                                                                        tmp_path: Path) -> None:
+    async with node(etcd, prefix, tmp_path, "a", metrics_address="127.0.0.1:0") as a, \
+            node(etcd, prefix, tmp_path, "b") as b:
+        assert a.cluster is not None and a.cluster.commit is not None and a.metrics is not None
+        commit = a.cluster.commit
+        # a's replica is kept from hearing of b's write until a has tried its own: a's write is guarded on a head
+        # that has moved, so it must meet b's, catch up and run again.
+        held: list[Any] = []
+        hand_over = commit.enqueue
+        commit.enqueue = held.append  # type: ignore[method-assign,assignment]
+        theirs = await create_service(b)
+        outcome: dict[str, Any] = {}
+
+        async def ours() -> None:
+            outcome["row"] = await create_service(a)
+
+        async def conflicted() -> bool:
+            return commit.conflicts > 0
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ours)
+            await wait_until(conflicted, 10)
+            commit.enqueue = hand_over  # type: ignore[method-assign]
+            for update in held:
+                hand_over(update)
+        assert commit.conflicts == 1
+        assert {theirs["id"], outcome["row"]["id"]} <= service_ids(a)
+        exposition = generate_latest(a.metrics.registry).decode()
+        assert "tollgate_cluster_write_conflicts_total 1.0" in exposition
