@@ -23,6 +23,12 @@ their reads and writes, the commit, the scheduling in between; deadlines come :d
 ``valgrind --tool=callgrind`` (:mod:`bench.callgrind`) the scenario reports instructions per step, which repeat
 exactly from run to run; the time per step, from a plain run, is for orientation only. ``--quick`` runs a few steps
 on a twentieth of the model: it checks that every kind does what it says and that counting works.
+
+Every kind's measured series starts from the same collector state: just before it (after the kind's warm-up; for
+deadlines, at the first measured instant) the harness collects everything not frozen and freezes the survivors
+(:func:`controller.runtime.memory.settle`), so every generation starts empty. A collection inside a series is then
+one that the series' own allocations trigger, and it counts as the steps' cost; where a collection due to earlier
+allocations (the load, another kind's steps) would fall is no part of any series.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from bench.model import MAC, MEDIUM, load_model, posture_responses, scaled
 from bench.report import ScenarioResult, Target
 from controller.errors import ApiError
 from controller.posture.messages import CreateSession, PostureReported
+from controller.runtime import memory
 from controller.runtime.composition import Controller
 
 __all__ = ["BUDGET", "KINDS", "run"]
@@ -171,7 +178,7 @@ class _Driver:
         await self._burst(kind, group[:self.plan.warm])
         outcomes: list[str] = []
         elapsed = 0.0
-        self.marks.zero()
+        _start_series(self.marks)
         measured = group[self.plan.warm:]
         for start in range(0, len(measured), BURST):
             burst = measured[start:start + BURST]
@@ -229,7 +236,7 @@ class _Driver:
             await trio.sleep_until(controller.clock.to_trio(instant) - apart / 10)
             measured = number >= plan.warm // BURST
             if measured and number == plan.warm // BURST:
-                self.marks.zero()
+                _start_series(self.marks)
             began_at = time.perf_counter()
             with self.marks.measuring() if measured else _nothing():
                 decided = await outcomes.wait_for(instant, instant + apart, BURST, patience=60.0)
@@ -239,6 +246,12 @@ class _Driver:
         self.marks.dump("deadline-revokes")
         outcomes.close()
         return elapsed / plan.steps, [f"revoked {o.revoked}" for o in got]
+
+
+def _start_series(marks: Marks) -> None:
+    """Begin a measured series from the same collector state as every other (the module docstring)."""
+    memory.settle()
+    marks.zero()
 
 
 @contextmanager
