@@ -133,11 +133,14 @@ class ActorRegistry(Generic[S, M]):
         behavior: the actor logic.
         now: wall-clock time (the controller's clock), passed to ``step``.
         to_trio: converts a wall-clock deadline into Trio time for the scheduler.
+        releasable: whether :meth:`release` may stop actors (their keys move to another process). Each actor's task
+            then runs in a cancel scope of its own; a registry whose actors never move spawns them without one.
     """
 
     def __init__(self, behavior: Behavior[S, M], now: Callable[[], float],
-                 to_trio: Callable[[float], float]) -> None:
+                 to_trio: Callable[[float], float], *, releasable: bool = False) -> None:
         self._behavior = behavior
+        self._releasable = releasable
         self._now = now
         self._to_trio = to_trio
         self._actors: dict[str, _Actor[S]] = {}
@@ -199,7 +202,13 @@ class ActorRegistry(Generic[S, M]):
     def release(self, select: Callable[[str], bool], error: Exception) -> int:
         """Stop the actors whose key ``select`` accepts (another process hosts them from now on): their tasks are
         cancelled, their deadlines disarmed, their queued messages failed with ``error``, and their state dropped.
-        A write one of them queued is not recalled (it is the caller's to fence). Returns how many."""
+        A write one of them queued is not recalled (it is the caller's to fence). Returns how many.
+
+        Raises:
+            RuntimeError: the registry was not made ``releasable``.
+        """
+        if not self._releasable:
+            raise RuntimeError("this actor registry was not made releasable")
         released = 0
         for key in [key for key in self._actors if select(key)]:
             actor = self._actors.pop(key)
@@ -220,7 +229,7 @@ class ActorRegistry(Generic[S, M]):
         actor.running = True
         self._live += 1
         self.spawned += 1
-        self._nursery.start_soon(self._actor_task, key, actor)
+        self._nursery.start_soon(self._releasable_actor_task if self._releasable else self._actor_task, key, actor)
 
     def _set_deadline(self, key: str, actor: _Actor[S], deadline: float | None) -> None:
         if deadline == actor.deadline or (deadline is not None and deadline == actor.fired):
@@ -243,14 +252,16 @@ class ActorRegistry(Generic[S, M]):
         actor.fired = deadline
         self.post(key, self._behavior.deadline_message(deadline))
 
-    async def _actor_task(self, key: str, actor: _Actor[S]) -> None:
+    async def _releasable_actor_task(self, key: str, actor: _Actor[S]) -> None:
         with trio.CancelScope() as actor.scope:  # cancelled when the actor is released (:meth:`release`)
-            await self._actor_body(key, actor)
+            await self._actor_task(key, actor)
         actor.scope = None
         if self._actors.get(key) is not actor and actor.running:  # released while running
             self._stopped(actor)
 
-    async def _actor_body(self, key: str, actor: _Actor[S]) -> None:
+    async def _actor_task(self, key: str, actor: _Actor[S]) -> None:
+        # Awaited directly as the task's coroutine when the registry is not releasable: a wrapper's frame would be
+        # resumed and suspended with every message the actor waits for.
         behavior = self._behavior
         mailbox = actor.mailbox
         loaded = actor.state is not None

@@ -77,7 +77,7 @@ class PostureEngine:
         self._flush: Flush | None = None
         self.behavior = IdentityBehavior(self, evaluate_posture=evaluate_posture)
         self.actors: ActorRegistry[LiveIdentity, IdentityMessage] = ActorRegistry(
-            self.behavior, domain.clock.now, domain.clock.to_trio)
+            self.behavior, domain.clock.now, domain.clock.to_trio, releasable=ownership is not None)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Host the actors; re-arm every stored deadline at the same wall-clock instant, and deliver every MFA

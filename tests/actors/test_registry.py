@@ -106,10 +106,11 @@ class CounterBehavior:
             self.stored[state.key] = self.queued.pop(state.key)
 
 
-async def open_registry(nursery: trio.Nursery, write_seconds: float = 0
+async def open_registry(nursery: trio.Nursery, write_seconds: float = 0, *, releasable: bool = False
                         ) -> tuple[ActorRegistry[Counter, Any], CounterBehavior]:
     behavior = CounterBehavior(write_seconds)
-    registry: ActorRegistry[Counter, Any] = ActorRegistry(behavior, trio.current_time, lambda t: t)
+    registry: ActorRegistry[Counter, Any] = ActorRegistry(behavior, trio.current_time, lambda t: t,
+                                                          releasable=releasable)
     await nursery.start(registry.run)
     return registry, behavior
 
@@ -361,7 +362,7 @@ class Gone(Exception):
 
 async def test_released_actors_stop_and_their_deadlines_never_fire(nursery: trio.Nursery,
                                                                    autojump_clock: trio.testing.MockClock) -> None:
-    registry, _ = await open_registry(nursery, write_seconds=1000)
+    registry, _ = await open_registry(nursery, write_seconds=1000, releasable=True)
     start = trio.current_time()
     for key in ("a1", "a2", "b1"):
         registry.post(key, SetDeadline(start + 50))
@@ -378,3 +379,13 @@ async def test_released_actors_stop_and_their_deadlines_never_fire(nursery: trio
     assert registry.statistics()["live"] == 1
     # Posted to again, a released key is a new actor, loaded from what is stored.
     assert (await registry.ask("a1", Read)).fired_at == ()
+
+
+async def test_a_registry_not_made_releasable_refuses_to_release(nursery: trio.Nursery,
+                                                                 autojump_clock: trio.testing.MockClock) -> None:
+    registry, _ = await open_registry(nursery)
+    registry.post("a1", SetDeadline(trio.current_time() + 50))
+    await trio.sleep(1)
+    with pytest.raises(RuntimeError):
+        registry.release(lambda key: True, Gone())
+    assert live(registry, "a1")  # nothing stopped
