@@ -185,14 +185,18 @@ class PostureEngine:
     def queue(self, write: StepWrite) -> None:
         """Queue an identity's write with the others not yet begun (one :class:`_Flush`); in a cluster it carries
         the fence of the identity's owner."""
-        flush = self._flush
+        flush, ownership = self._flush, self.ownership
         if flush is None or flush.begun:
-            flush = self._flush = Flush(self)
-            self.domain.post_write(flush, flush.finished, conditions=flush.conditions)
+            if ownership is None:
+                flush = self._flush = Flush(self)
+                self.domain.post_write(flush, flush.finished)
+            else:  # the writer reads the fences from this list once the flush has run, so it may still grow
+                fences: list[object] = []
+                flush = self._flush = Flush(self, fences)
+                self.domain.post_write(flush, flush.finished, conditions=fences)
         flush.writes.append(write)
-        if self.ownership is not None:
-            conditions = flush.conditions
-            conditions.extend(fence for fence in self.ownership.fence(write.key) if fence not in conditions)
+        if ownership is not None and (conditions := flush.conditions) is not None:
+            conditions.extend(fence for fence in ownership.fence(write.key) if fence not in conditions)
 
     @property
     def watched_kinds(self) -> frozenset[str]:

@@ -56,11 +56,13 @@ class Flush:
 
     __slots__ = ("begun", "conditions", "engine", "writes")
 
-    def __init__(self, engine: WriteOwner) -> None:
+    def __init__(self, engine: WriteOwner, conditions: list[object] | None = None) -> None:
         self.engine = engine
         self.writes: list[StepWrite] = []
         self.begun = False
-        self.conditions: list[object] = []  # in a cluster, the fences of the owners of its identities
+        self.conditions = conditions
+        """In a cluster, the list of fences (of its identities' owners) it was queued with, still growing until it
+        begins; None on a single node, which fences nothing."""
 
     def __call__(self, ctx: WriteContext) -> None:
         self.begun = True
@@ -90,10 +92,10 @@ class StepWrite:
         self.revoke: list[str] | None = None
         self.revoke_causes: list[Cause] | None = None  # why, for each of revoke (its events' cause)
         # Per granted session: its id, its body, the requests answered with it, and the events recorded once it is
-        # stored; ``granted`` holds, in the same order, what the write made of each (the stored row, or the
-        # ApiError that refused it).
+        # stored; ``granted`` pairs, in the same order, each one's requests with what the write made of it (the
+        # stored row, or the ApiError that refused it).
         self.grants: list[tuple[str, Any, list[OneShot[Any]], tuple[Event, ...]]] | None = None
-        self.granted: list[Any] | None = None
+        self.granted: list[tuple[list[OneShot[Any]], Any]] | None = None
         self.events: list[Event] | None = None  # recorded with the write
         self.replies: list[tuple[OneShot[Any], Any]] | None = None
         self.settles: list[OneShot[Any]] | None = None
@@ -109,12 +111,12 @@ class StepWrite:
         reference no identity): the identity's actor learns of the deletion (``Reevaluate``) and drops the state in
         a later write."""
         txn, key = ctx.txn, self.key
-        # Everything below is derived again on every run (a cluster's commit may run a write twice).
-        self.gone = False
-        self.granted = [] if self.grants else None
         if self.revoke or self.grants:
-            if not txn.exists("identities", key):
-                self.gone = True
+            # What this branch decides is decided again on every run (a cluster's commit may run a write twice);
+            # a write that revokes and grants nothing decides nothing here.
+            self.gone = not txn.exists("identities", key)
+            self.granted = None
+            if self.gone:
                 return
             sessions = ctx.registry[SESSIONS]
             causes = self.revoke_causes or ()
@@ -123,14 +125,16 @@ class StepWrite:
                     if index < len(causes):
                         ctx.end_cause(SESSIONS, session_id, causes[index])
                     delete_row(ctx, sessions, session_id)
-            granted = self.granted if self.granted is not None else []
-            for session_id, body, _replies, events in self.grants or ():
+            granted: list[tuple[list[OneShot[Any]], Any]] = []
+            if self.grants:
+                self.granted = granted
+            for session_id, body, replies, events in self.grants or ():
                 # Its API session may have ended, or its service gone, since the decision.
                 if not (txn.exists("api-sessions", body["apiSessionId"])
                         and txn.exists("services", body["serviceId"])):
-                    granted.append(ApiError("NOT_FOUND"))
+                    granted.append((replies, ApiError("NOT_FOUND")))
                 else:
-                    granted.append(create_row(ctx, sessions, body, None, session_id))
+                    granted.append((replies, create_row(ctx, sessions, body, None, session_id)))
                     for event in events:
                         ctx.record(event)
         for event in self.events or ():
@@ -155,8 +159,9 @@ class StepWrite:
         else:
             if self.replies:
                 send_replies(self.replies)
-            for (_, _, replies, _), row in zip(self.grants or (), self.granted or (), strict=True):
-                send_replies([(reply, row) for reply in replies])
+            if self.granted:
+                for replies, row in self.granted:
+                    send_replies([(reply, row) for reply in replies])
             if self.lateness:
                 engine = self.engine
                 durable_at = engine.domain.clock.now()
