@@ -168,7 +168,9 @@ class StepWrite:
                 for deadline, decided_at, revoked in self.lateness:
                     engine.lateness.record(DeadlineOutcome(self.key, deadline, decided_at, durable_at, revoked))
             if self.state is not None:
-                self.engine.watchers.committed(self.key)
+                watchers = self.engine.watchers
+                if watchers.watching:
+                    watchers.committed(self.key)
         for reply in self.settles or ():
             reply.send(None)
         if self.waiter is not None:

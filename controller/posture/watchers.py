@@ -1,8 +1,9 @@
 """Who wants to know when an identity's posture state changes: readers that show it live (the console's pages) say
 so for as long as they show it, and each committed write of the identity's state calls them back.
 
-Calling back costs the writer's task one dict lookup per identity written, and a call per watcher of that identity;
-a callback must not block (it wakes its reader, which reads the state itself).
+While nothing is watched a writer skips the call altogether (:attr:`StateWatchers.watching`); otherwise calling back
+costs the writer's task one dict lookup per identity written, and a call per watcher of that identity. A callback
+must not block (it wakes its reader, which reads the state itself).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ __all__ = ["StateWatchers"]
 class StateWatchers:
     """Callbacks per identity, called after each durable write of the identity's posture state."""
 
-    __slots__ = ("_by_identity",)
+    __slots__ = ("_by_identity", "watching")
 
     def __init__(self) -> None:
         self._by_identity: dict[str, list[Callable[[], None]]] = {}
+        self.watching = False
+        """Whether any identity is watched now: while not, a writer need not call :meth:`committed`."""
 
     @contextmanager
     def watch(self, identity_id: str, changed: Callable[[], None]) -> Iterator[None]:
@@ -27,12 +30,14 @@ class StateWatchers:
         block ends."""
         callbacks = self._by_identity.setdefault(identity_id, [])
         callbacks.append(changed)
+        self.watching = True
         try:
             yield
         finally:
             callbacks.remove(changed)
             if not callbacks:
                 del self._by_identity[identity_id]
+                self.watching = bool(self._by_identity)
 
     def committed(self, identity_id: str) -> None:
         """The state of ``identity_id`` was written, durably."""

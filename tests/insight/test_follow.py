@@ -55,3 +55,21 @@ async def test_posture_writes_call_back_the_identitys_watchers_while_they_watch(
     assert (await user.as_client().post("/posture-response", MAC_OK)).status == 201
     assert calls == [identity_id]
     assert other_id != identity_id
+
+
+async def test_a_watch_that_ends_leaves_the_other_identities_watched(admin: Api, controller: Controller) -> None:
+    first_id, first = await make_user(admin, "first")
+    second_id, second = await make_user(admin, "second")
+    calls: list[str] = []
+    watchers = controller.engine.watchers
+    assert not watchers.watching
+    with watchers.watch(second_id, lambda: calls.append(second_id)):
+        with watchers.watch(first_id, lambda: calls.append(first_id)):
+            assert watchers.watching
+        assert watchers.watching  # the second identity is still watched
+        assert (await first.as_client().post("/posture-response", MAC_OK)).status == 201
+        assert (await second.as_client().post("/posture-response", MAC_OK)).status == 201
+        assert calls == [second_id]
+    assert not watchers.watching
+    assert (await second.as_client().post("/posture-response", MAC_OK)).status == 201
+    assert calls == [second_id]
