@@ -180,6 +180,15 @@ class ReadTxn:
                 yield _text(cursor.key()), bytes(cursor.value())
                 found = step()
 
+    def last_raw(self, kind: str) -> tuple[str, bytes] | None:
+        """The ``(id, stored bytes)`` of the last row, in id byte order, of a kind kept with :meth:`WriteTxn.put_raw`
+        (None: the kind has no row). One cursor step, where a scan would cost a generator and its closing: the event
+        log numbers every write's events from its last row."""
+        with self._txn.cursor(db=self._store.rows_db(kind)) as cursor:
+            if not cursor.last():
+                return None
+            return _text(cursor.key()), bytes(cursor.value())
+
     def ids(self, kind: str, offset: int = 0, limit: int | None = None) -> list[str]:
         """The kind's ids in byte order, from the ``offset``-th, at most ``limit`` of them; no row is read."""
         with self._txn.cursor(db=self._store.rows_db(kind)) as cursor:

@@ -52,10 +52,15 @@ def derive(ctx: WriteContext) -> list[Derived]:
             event = recorded[position][1]
             out.append((event.namespace, event.event_type, event.fields))
             position += 1
-        before = change.before
-        if causes is not None and change.after is None and change.kind == SESSION_KIND and before is not None and (
+        before, after = change.before, change.after
+        # The commonest changes with an event, inline: a session created (every granted decision), and one revoked
+        # with its cause (the posture engine's).
+        if change.kind == SESSION_KIND and before is None and after is not None:
+            out.append((SESSIONS, "created", (change.id, after.get("type"), "legacy", after.get("apiSessionId"),
+                                              after.get("identityId"), after.get("serviceId"),
+                                              after.get("servicePolicies") or ())))
+        elif causes is not None and after is None and change.kind == SESSION_KIND and before is not None and (
                 cause := causes.get((SESSION_KIND, change.id))) is not None:
-            # A revocation with its cause (the posture engine's): the commonest change with an event, inline.
             out.append((ACCESS, "revoked", (before.get("identityId"), change.id, before.get("apiSessionId"),
                                             before.get("serviceId"), before.get("type"), cause)))
         else:
@@ -115,16 +120,10 @@ def _api_session(ctx: WriteContext, change: Change, out: list[Derived]) -> None:
 
 
 def _session(ctx: WriteContext, change: Change, out: list[Derived]) -> None:
-    """A session created (``edge.sessions`` ``created``), or ended: ``access`` ``revoked`` when it was taken away,
-    else ``edge.sessions`` ``deleted`` (its API session ended by logout or expiry). One event per change."""
+    """A session ended (one created is :func:`derive`'s): ``access`` ``revoked`` when it was taken away, else
+    ``edge.sessions`` ``deleted`` (its API session ended by logout or expiry). One event per change."""
     after, before = change.after, change.before
-    if before is None:
-        assert after is not None
-        out.append((SESSIONS, "created", (change.id, after.get("type"), "legacy", after.get("apiSessionId"),
-                                          after.get("identityId"), after.get("serviceId"),
-                                          after.get("servicePolicies") or ())))
-        return
-    if after is not None:
+    if before is None or after is not None:
         return
     cause = _cause(ctx, SESSION_KIND, change.id)
     revoked = True

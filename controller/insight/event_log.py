@@ -86,7 +86,7 @@ class EventLog:
 
     def trim(self, ctx: WriteContext) -> int:
         """Delete the rows of events beyond the last ``keep`` (after a start with a smaller ``keep``); how many."""
-        newest = next(iter(ctx.txn.scan_raw_from(EVENTS_KIND, None, reverse=True)), None)
+        newest = ctx.txn.last_raw(EVENTS_KIND)
         if newest is None:
             return 0
         last = int(newest[0]) + row_count(newest[1]) - 1
@@ -97,9 +97,8 @@ class EventLog:
 def latest_id(txn: ReadTxn) -> int:
     """The id of the last event ever recorded (0 before the first): the last row's first id plus its other events.
     One row always stays, so no counter of its own is written (each write dirties one page less)."""
-    for key, data in txn.scan_raw_from(EVENTS_KIND, None, reverse=True):
-        return int(key) + row_count(data) - 1
-    return 0
+    last = txn.last_raw(EVENTS_KIND)
+    return 0 if last is None else int(last[0]) + row_count(last[1]) - 1
 
 
 def oldest_id(txn: ReadTxn) -> int | None:
