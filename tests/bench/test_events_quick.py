@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from bench.__main__ import main
-from bench.actors_bench import QUICK
+from bench.events_bench import parts
 from tests.bench.quick_result import check_targets, finite
 
 
@@ -16,10 +16,12 @@ def test_quick_run_measures_both_sides_of_every_round(tmp_path: Path) -> None:
     assert main(["events", "--quick", "--json", str(path)]) == 0
     result = json.loads(path.read_text())
 
-    check_targets(result, "events", {"T3.events"})
+    check_targets(result, "events", {"T3.events", "T3s.events.cpu"})
     rounds = result["rounds"]
-    assert sorted((r["round"], r["events"]) for r in rounds) == [
-        (r, side) for r in range(QUICK.rounds) for side in (False, True)]
+    configs = parts(quick=True)
+    assert sorted((r["part"], r["round"], r["events"]) for r in rounds) == sorted(
+        (part, r, side) for part, config in configs.items() for r in range(config.rounds) for side in (False, True))
     for r in rounds:
-        assert r["undecided"] == 0 and r["revoked"] == r["deadlines"] == QUICK.t3_measured, r
+        measured = configs[r["part"]].t3_measured
+        assert r["undecided"] == 0 and r["revoked"] == r["deadlines"] == measured, r
     assert all(finite(row["events on"]) and finite(row["events off"]) for row in result["table"]), result["table"]
