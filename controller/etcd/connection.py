@@ -13,6 +13,7 @@ the middle of a call, or is closed by the member while it is idle is dropped. Fa
 
 from __future__ import annotations
 
+import functools
 import select
 import socket
 import ssl
@@ -21,12 +22,13 @@ from urllib.parse import urlsplit
 
 import trio
 
-__all__ = ["CallBroken", "ConnectFailed", "Connection", "ConnectionPool", "split_url"]
+__all__ = ["CallBroken", "ConnectFailed", "Connection", "ConnectionPool", "connect", "split_url"]
 
 _RECEIVE_SIZE = 65536
 _MAX_HEAD = 65536  # an answer's status line and headers, at most
 
 
+@functools.lru_cache(maxsize=256)  # pure; the same few members' and nodes' URLs on every call
 def split_url(url: str) -> tuple[str, str, int, str]:
     """An ``http://`` or ``https://`` URL's scheme, host, port and path (ValueError for anything else)."""
     parts = urlsplit(url)
@@ -37,6 +39,28 @@ def split_url(url: str) -> tuple[str, str, int, str]:
 
 class ConnectFailed(Exception):
     """No connection could be made to the member: nothing was sent."""
+
+
+async def connect(scheme: str, host: str, port: int, ssl_context: ssl.SSLContext | None, *,
+                  connect_timeout: float) -> trio.abc.Stream:
+    """A stream to ``host:port`` (TCP_NODELAY; for ``https``, with its TLS handshake done) within
+    ``connect_timeout`` seconds; ConnectFailed if not, with nothing left open."""
+    stream: trio.abc.Stream | None = None
+    try:
+        with trio.fail_after(connect_timeout):
+            tcp = await trio.open_tcp_stream(host, port)
+            tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            stream = tcp
+            if scheme == "https":
+                stream = trio.SSLStream(tcp, ssl_context or ssl.create_default_context(), server_hostname=host)
+                await stream.do_handshake()
+    except BaseException as error:
+        if stream is not None:
+            await trio.aclose_forcefully(stream)
+        if isinstance(error, (OSError, trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError)):
+            raise ConnectFailed(f"cannot connect to {host}:{port}: {error!r}") from error
+        raise
+    return stream
 
 
 class CallBroken(Exception):
@@ -58,24 +82,8 @@ class Connection:
     @classmethod
     async def open(cls, scheme: str, host: str, port: int, ssl_context: ssl.SSLContext | None, *,
                    connect_timeout: float) -> Connection:
-        """Connect (and, for ``https``, complete the TLS handshake) within ``connect_timeout`` seconds;
-        ConnectFailed if not."""
-        stream: trio.abc.Stream | None = None
-        try:
-            with trio.fail_after(connect_timeout):
-                tcp = await trio.open_tcp_stream(host, port)
-                tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                stream = tcp
-                if scheme == "https":
-                    stream = trio.SSLStream(tcp, ssl_context or ssl.create_default_context(), server_hostname=host)
-                    await stream.do_handshake()
-        except BaseException as error:
-            if stream is not None:
-                await trio.aclose_forcefully(stream)
-            if isinstance(error, (OSError, trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError)):
-                raise ConnectFailed(f"cannot connect to {host}:{port}: {error!r}") from error
-            raise
-        return cls(stream, f"{host}:{port}")
+        """Connect (see :func:`connect`); ConnectFailed if not."""
+        return cls(await connect(scheme, host, port, ssl_context, connect_timeout=connect_timeout), f"{host}:{port}")
 
     def closed_by_peer(self) -> bool:
         """Whether the member closed the connection (or sent something unasked) while it was idle: readable at

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 import h11
 import trio
 
+from controller.etcd.connection import ConnectFailed, connect
+
 __all__ = ["LineStream", "StreamFailed"]
 
 _RECEIVE_SIZE = 65536
@@ -38,21 +40,12 @@ class LineStream:
                    connect_timeout: float) -> LineStream:
         """POST ``body`` to ``url`` and return once the answer's status line and headers have come."""
         parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        stream: trio.abc.Stream | None = None
         try:
-            with trio.fail_after(connect_timeout):
-                stream = await trio.open_tcp_stream(host, port)
-                if parts.scheme == "https":
-                    stream = trio.SSLStream(stream, ssl_context, server_hostname=host)
-                    await stream.do_handshake()
-        except BaseException as error:
-            if stream is not None:
-                await trio.aclose_forcefully(stream)
-            if isinstance(error, (OSError, trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError)):
-                raise StreamFailed(f"cannot connect to {url}: {error!r}") from error
-            raise
+            stream = await connect(parts.scheme, parts.hostname or "",
+                                   parts.port or (443 if parts.scheme == "https" else 80), ssl_context,
+                                   connect_timeout=connect_timeout)
+        except ConnectFailed as error:
+            raise StreamFailed(f"cannot connect to {url}: {error}") from error
         connection = h11.Connection(h11.CLIENT)
         request = h11.Request(method="POST", target=parts.path or "/", headers=[
             ("Host", parts.netloc), ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
