@@ -117,6 +117,7 @@ class Store:
         # Every outermost write transaction records its write set (storage/write_set.py): set by a replicated store,
         # whose writes are shipped to the other nodes.
         self.record_writes = False
+        self.synced = durable  # a commit returns once the data is on disk
 
     @contextmanager
     def held_writes(self) -> Iterator[None]:
@@ -206,6 +207,7 @@ class Store:
         self.env, self._owner, self.path = other.env, other._owner, other.path
         self._dbs, self._indexes, self.rows_by_kind = other._dbs, other._indexes, other.rows_by_kind
         self.raw_kinds, self.meta_db = other.raw_kinds, other.meta_db
+        self.synced = other.synced
         self.memo = SharedMemo(0)
         self.kind_memos = KindMemos()
         old_env.close()

@@ -99,7 +99,8 @@ class ReplicatedCommit:
         self._ids = itertools.count()
         self._prefix = os.urandom(6).hex()
         self._recently_unavailable = False
-        self._thread: PinnedThread | None = None
+        self._thread: PinnedThread | None = None  # where transactions begin and commit, if synced
+        self._running = False
         self.conflicts = 0  # batches that found the head moved by another node's write, and ran again
         self.kick: Callable[[], None] = lambda: None  # restarts the replica's watch (set by the replica service)
 
@@ -143,12 +144,22 @@ class ReplicatedCommit:
 
     @asynccontextmanager
     async def _serving(self) -> AsyncIterator[None]:
-        with self._store.held_writes(), PinnedThread("lmdb-writer") as thread:
-            self._thread = thread
-            try:
-                yield
-            finally:
-                self._thread = None
+        with self._store.held_writes():
+            if not self._store.synced:
+                # A commit that waits for no disk costs less than two thread hops: begun and committed on the Trio
+                # thread (LMDB binds a write transaction's lock to the thread that began it, always this one).
+                self._running = True
+                try:
+                    yield
+                finally:
+                    self._running = False
+                return
+            with PinnedThread("lmdb-writer") as thread:
+                self._thread, self._running = thread, True
+                try:
+                    yield
+                finally:
+                    self._thread, self._running = None, False
 
     async def commit(self, batch: Sequence[Queued], answer: Answer) -> None:
         # Shielded: a batch taken from the queue is carried through (its deadline bounds it) and answered.
@@ -358,14 +369,19 @@ class ReplicatedCommit:
         for listener in self._feed:
             listener(write)
 
-    # -- transactions on the pinned thread ---------------------------------------------------------------------
+    # -- transactions: on the pinned thread if the replica is synced, else on the Trio thread --------------------
 
     async def _begin(self, *, record: bool) -> tuple[WriteTxn, lmdb.Transaction]:
-        assert self._thread is not None, "the writer is not running"
+        assert self._running, "the writer is not running"
+        if self._thread is None:
+            return self._store.begin_write(record=record)
         return await self._thread.call(functools.partial(self._store.begin_write, record=record))
 
     async def _end(self, raw: lmdb.Transaction, *, commit: bool) -> None:
-        assert self._thread is not None
+        assert self._running, "the writer is not running"
+        if self._thread is None:
+            _end(self._store, raw, commit)
+            return
         with trio.CancelScope(shield=True):
             await self._thread.call(_end, self._store, raw, commit)
 

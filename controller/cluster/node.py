@@ -31,6 +31,7 @@ from controller.cluster.network import InitClaim, Joined, install_pki, join_netw
 from controller.cluster.ownership import ShardOwnership
 from controller.cluster.replica import ReplicaService
 from controller.cluster.shipments import Limits
+from controller.cluster.unsynced import UnsyncedGuard, arm, current_boot
 from controller.etcd import EtcdClient, EtcdError, TlsFiles, Unavailable
 from controller.posture.service import PostureService
 from storage.layout import KindLayout
@@ -115,6 +116,7 @@ class ClusterNode:
         self.freshness: ReadIndexBarrier | None = None
         self.ownership: ShardOwnership | None = None
         self.router: RoutedPosture | None = None
+        self._guard: UnsyncedGuard | None = None
 
     async def join(self, pki_dir: Path, sans: Sequence[str], server_key_type: str) -> Pki:
         """Join the network, initialising it if nobody has, and install its PKI in ``pki_dir`` with this node's
@@ -142,15 +144,25 @@ class ClusterNode:
         commit step, the replica service and the read barrier over it."""
         for leftover in (path.with_name(path.name + ".rebuild"), path.with_name(path.name + ".old")):
             shutil.rmtree(leftover, ignore_errors=True)
-        # The meta page unsynced: an OS crash may undo the replica's last commits, never its integrity, and it
-        # resumes from the revision it then holds (etcd holds every acknowledged write).
-        store = Store(path, layouts, durable=durable, sync_meta=False)
+        # Unsynced under a guard where the system names its boots (controller/cluster/unsynced.py); else the meta
+        # page unsynced: an OS crash may undo the replica's last commits, never its integrity, and it resumes from
+        # the revision it then holds (etcd holds every acknowledged write).
+        self._guard = arm(path, current_boot()) if durable else None
+        synced = durable and self._guard is None
+        store = Store(path, layouts, durable=synced, sync_meta=False)
         self.commit = ReplicatedCommit(store, self.etcd, self.keys, network=self.network,
                                        node=self.name or self.instance, limits=self.config.limits)
-        self.replica = ReplicaService(self.etcd, self.keys, self.commit, layouts, durable=durable)
+        self.replica = ReplicaService(self.etcd, self.keys, self.commit, layouts, durable=synced)
         self.freshness = ReadIndexBarrier(self.etcd, self.keys, self.commit)
         self.ownership = ShardOwnership(self.etcd, self.keys, self.membership, self.freshness)
         return store
+
+    def replica_closed(self) -> None:
+        """The replica's store was closed cleanly: flush an unsynced one and remove its guard, so that a restart of
+        the machine finds it whole and resumes from it."""
+        if self._guard is not None:
+            self._guard.disarm()
+            self._guard = None
 
     def route_posture(self, engine: PostureService, token_key: bytes, ca_pem: bytes) -> RoutedPosture:
         """The posture service of this node: ``engine`` for the identities it owns, the owners for the others."""

@@ -186,6 +186,8 @@ class Controller:
 
     def close(self) -> None:
         self.store.close()
+        if self.cluster is not None:
+            self.cluster.replica_closed()
 
 
 def _publish_remote(domain: Domain, event_log: EventLog | None) -> Callable[[AppliedWrite], None]:

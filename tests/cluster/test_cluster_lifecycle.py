@@ -19,11 +19,14 @@ import jwt
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, pkcs7
 
+from controller.cluster.unsynced import current_boot
 from controller.etcd import EtcdClient
 from tests.cluster.controllers import CLIENT, Network, Node, Session, admin_session, login
 from tests.cluster.etcd_cluster import EtcdCluster
 
 UNREACHABLE_BOUND = 30.0
+DISCARDED = ("the machine restarted while the replica was written without fsync: discarding it to rebuild it from "
+             "etcd")
 
 
 async def _services_created_while_away(admin: Session, node: Node, count: int) -> dict[str, str]:
@@ -219,3 +222,31 @@ async def test_a_data_directory_of_another_network_is_rebuilt_not_resumed(etcd: 
             assert len(node.log_lines("replica rebuilt from etcd")) == 2
     finally:
         node.kill()
+
+
+async def test_a_node_whose_machine_went_down_rebuilds_its_unsynced_replica(net: Network) -> None:
+    """The replica is written without fsync under a guard naming the boot: a node killed keeps its replica (same
+    boot); one whose guard names another boot (the machine restarted) discards it and rebuilds from etcd; a clean
+    stop removes the guard."""
+    away = net.nodes[2]
+    guard = away.data_dir / "db.unsynced"
+    async with httpx.AsyncClient(timeout=30) as http:
+        admin = await admin_session(http, net.nodes[0])
+        assert (await admin.get(away, "/services?limit=1")).status_code == 200
+        assert guard.read_text() == current_boot()
+        away.kill()
+        rebuilt = len(away.log_lines("replica rebuilt from etcd"))
+        created = await _services_created_while_away(admin, net.nodes[0], 3)
+        guard.write_text("a-boot-before-a-crash-of-the-machine")
+        away.spawn()
+        await away.wait_serving()
+        await _serves(admin, away, created)
+        assert len(away.log_lines(DISCARDED)) == 1
+        assert len(away.log_lines("replica rebuilt from etcd")) == rebuilt + 1
+        assert guard.read_text() == current_boot()
+        await away.stop()
+        assert not guard.exists()
+        away.spawn()
+        await away.wait_serving()
+        await _serves(admin, away, created)
+        assert len(away.log_lines("replica rebuilt from etcd")) == rebuilt + 1  # resumed from the closed replica
