@@ -3,11 +3,13 @@
 Owns: what the nodes of a network share and how. Where each thing lives in etcd (``keys``); replicated writes: a
 batch run optimistically on the replica and committed to etcd in txns guarded by the head, within etcd's limits, with
 lost answers settled by looking (``commit``, ``head_txns``, ``shipments``); the replica fed by a watch of the data,
-rebuilt from a consistent read when empty or compacted (``replica``, ``replica_apply``, ``snapshot``); the batched
+rebuilt from a consistent read when empty or compacted (``replica``, ``replica_apply``, ``snapshot``), and written
+without fsync under a guard naming the boot (``unsynced``); the batched
 read barrier (``freshness``); initialising the network once and its shared PKI (``network``); membership by leases
 (``membership``); identity actors sharded over the live nodes, each shard claimed under its owner's lease and every
 owner's writes fenced on it (``shards``, ``ownership``); calls for an identity routed to its owner over the signed
-internal channel (``forwarding``); and a node's parts built in order (``node``).
+internal channel, and a write's re-checks awaited on every node (``forwarding``); and a node's parts built in order
+(``node``).
 
 Seams it gives the rest of the controller: the writer's commit step (:class:`ReplicatedCommit`, a
 ``controller.data.commit_step.CommitStep``), the read barrier (:class:`ReadIndexBarrier`, a

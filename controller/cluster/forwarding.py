@@ -17,6 +17,13 @@ A forwarded call names the head revision the forwarding node's replica held when
 read barrier; the owner waits until its replica holds that revision before it acts (no quorum read of its own), so
 it sees every write acknowledged before the client's request arrived (the login just made on the forwarding node,
 say). The channel's connections are kept alive (``controller/etcd/connection.py``).
+
+**Re-checks elsewhere.** A write that makes identities re-check their sessions (a policy, a posture check, an
+identity's roles) is answered once every node has: the node that committed it waits for its own actors, then sends
+``settle`` (no identity; the write's revision, and which identities, or every live one) to every other live node,
+which applies up to that revision (its actors are told of the write then) and answers once the identities it hosts
+have re-checked, durably (:meth:`RoutedPosture.recheck_elsewhere`). A node that does not answer in time is logged and
+not waited for: its successor hosts its identities.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import logging
 import math
 import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -42,7 +49,7 @@ from controller.etcd import CallBroken, ConnectFailed, ConnectionPool, split_url
 from controller.posture.service import Moved, PostureService
 from controller.posture.state import IdentityState, decode_state, encode_state
 
-__all__ = ["FORWARD_PATH", "SIGNATURE_HEADER", "SKEW", "RoutedPosture", "forwarding_key"]
+__all__ = ["FORWARD_PATH", "SIGNATURE_HEADER", "SKEW", "HostedEngine", "RoutedPosture", "forwarding_key"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -51,6 +58,7 @@ SIGNATURE_HEADER = "X-Tollgate-Forward"
 SKEW = 30.0
 """Seconds a forwarded request's signed time may differ from the receiving node's clock."""
 _MOVED = 409
+_SETTLE = "settle"  # the call that is about no one identity: re-checks of a write (RoutedPosture.recheck_elsewhere)
 _CONNECT_TIMEOUT = 1.0
 _MAX_CONNECTIONS = 64  # calls in flight to other nodes at once
 
@@ -82,6 +90,14 @@ class _Call(msgspec.Struct, frozen=True):
     revision: int = 0  # the forwarding node's replica position: what the owner must have applied first
 
 
+class HostedEngine(PostureService, Protocol):
+    """This node's engine, as the routing uses it."""
+
+    async def settle_hosted(self, identity_ids: Iterable[str] | None) -> None:
+        """Return once the identities this node hosts among ``identity_ids`` (None: every live one) have handled
+        every message posted before, their writes durable."""
+
+
 class _Unreachable(Exception):
     """The owner did not answer (it died, or is paused): wait for the shard's next holder."""
 
@@ -99,7 +115,7 @@ class RoutedPosture:
         ca_pem: the network CA, which owners' certificates must chain to (over TLS).
     """
 
-    def __init__(self, local: PostureService, ownership: ShardOwnership, membership: Membership,
+    def __init__(self, local: HostedEngine, ownership: ShardOwnership, membership: Membership,
                  causality: Causality, key: bytes, *, within: float, ca_pem: bytes) -> None:
         self._local = local
         self._ownership = ownership
@@ -182,20 +198,13 @@ class RoutedPosture:
     async def _forward(self, holder: str, address: str, call: _Call, deadline: float) -> Any:
         """Send ``call`` to ``holder``; given up (:class:`_Unreachable`) when it cannot be reached, or when the
         shard changes hands meanwhile (a paused holder never answers: its successor does)."""
-        pool = self._pool
-        assert pool is not None, "the forwarding connections are not running"
-        scheme, host, port, base = split_url(address)
-        body = msgspec.json.encode(call)
-        stamp = repr(time.time())
-        headers = {SIGNATURE_HEADER: f"{stamp}:{_sign(self._key, stamp, body)}"}
         replies: list[tuple[int, bytes]] = []
         ownership = self._ownership
 
         async def send(done: trio.CancelScope) -> None:
-            try:
-                replies.append(await pool.call(scheme, host, port, base + FORWARD_PATH, body, headers))
-            except (ConnectFailed, CallBroken) as error:
-                log.info("a forwarded call did not reach its node", extra={"node": holder, "error": str(error)})
+            reply = await self._send(holder, address, call)
+            if reply is not None:
+                replies.append(reply)
             done.cancel()
 
         async def moved(done: trio.CancelScope) -> None:
@@ -213,16 +222,50 @@ class RoutedPosture:
         self.forwarded += 1
         if status == _MOVED:
             raise _Unreachable("the node no longer hosts the identity")
+        return _result(status, content)
+
+    async def _send(self, node: str, address: str, call: _Call) -> tuple[int, bytes] | None:
+        """Send ``call``, signed, to ``node`` at ``address``: its status and body, or None if it was not reached
+        or the connection broke before the answer."""
+        pool = self._pool
+        assert pool is not None, "the forwarding connections are not running"
+        scheme, host, port, base = split_url(address)
+        body = msgspec.json.encode(call)
+        stamp = repr(time.time())
+        headers = {SIGNATURE_HEADER: f"{stamp}:{_sign(self._key, stamp, body)}"}
         try:
-            answer = msgspec.json.decode(content)
-        except msgspec.DecodeError:
-            answer = None
-        if status != 200 or not isinstance(answer, dict):
-            raise ApiError("UNHANDLED", nested_cause(f"the owner answered {status}"))
-        refused = answer.get("error")
-        if refused is not None:
-            raise ApiError(refused["code"], refused.get("cause"))
-        return answer.get("result")
+            return await pool.call(scheme, host, port, base + FORWARD_PATH, body, headers)
+        except (ConnectFailed, CallBroken) as error:
+            log.info("a forwarded call did not reach its node", extra={"node": node, "error": str(error)})
+            return None
+
+    # -- re-checks on the other nodes -----------------------------------------------------------------------------
+
+    def recheck_elsewhere(self, identity_ids: frozenset[str] | None) -> Callable[[], Awaitable[None]]:
+        """The engine's :class:`~controller.posture.service.RechecksElsewhere`: the barrier that asks every other
+        live node to settle the write just committed (this node's replica holds it: its position names it)."""
+        async def barrier() -> None:
+            identities = None if identity_ids is None else sorted(identity_ids)
+            call = _Call(_SETTLE, "", {"identities": identities}, self._causality.position)
+            with trio.move_on_after(self.within) as waited:
+                async with trio.open_nursery() as nursery:
+                    for name, record in self._membership.live().items():
+                        if name != self._ownership.name:
+                            nursery.start_soon(self._settle_at, name, record.internal_address, call)
+            if waited.cancelled_caught:
+                log.warning("another node did not settle a write's re-checks in time",
+                            extra={"revision": call.revision})
+
+        return barrier
+
+    async def _settle_at(self, node: str, address: str, call: _Call) -> None:
+        reply = await self._send(node, address, call)
+        if reply is None:
+            return
+        try:
+            _result(*reply)
+        except ApiError as error:
+            log.warning("a node did not settle a write's re-checks", extra={"node": node, "error": error.code})
 
     async def _run_local(self, op: str, identity_id: str, args: Mapping[str, Any]) -> Any:
         local = self._local
@@ -267,6 +310,12 @@ class RoutedPosture:
         except msgspec.DecodeError:
             return 400, b'{"error":{"code":"INVALID_INPUT"}}'
         await self._causality.wait_revision(call.revision)
+        if call.op == _SETTLE:
+            if self._causality.position < call.revision:  # the replica did not get there in time
+                return 200, b'{"error":{"code":"CLUSTER_UNAVAILABLE"}}'
+            identities = call.args.get("identities")
+            await self._local.settle_hosted(None if identities is None else [str(i) for i in identities])
+            return 200, b'{"result":null}'
         if not self._ownership.owns(call.identity_id):
             return _MOVED, b"{}"
         try:
@@ -277,3 +326,17 @@ class RoutedPosture:
             return 200, msgspec.json.encode({"error": {"code": error.code, "cause": error.cause}})
         return 200, msgspec.json.encode({"result": result})
 
+
+
+def _result(status: int, content: bytes) -> Any:
+    """What a forwarded call's answer holds: its result, or the error the other node's engine raised."""
+    try:
+        answer = msgspec.json.decode(content)
+    except msgspec.DecodeError:
+        answer = None
+    if status != 200 or not isinstance(answer, dict):
+        raise ApiError("UNHANDLED", nested_cause(f"the owner answered {status}"))
+    refused = answer.get("error")
+    if refused is not None:
+        raise ApiError(refused["code"], refused.get("cause"))
+    return answer.get("result")

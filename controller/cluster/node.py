@@ -23,7 +23,7 @@ import trio
 from controller.certificates import Pki
 from controller.certificates.pki import SERVER_KEY_TYPES
 from controller.cluster.commit import ReplicatedCommit
-from controller.cluster.forwarding import RoutedPosture, forwarding_key
+from controller.cluster.forwarding import HostedEngine, RoutedPosture, forwarding_key
 from controller.cluster.freshness import ReadIndexBarrier
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.membership import Membership, NodeRecord
@@ -33,7 +33,6 @@ from controller.cluster.replica import ReplicaService
 from controller.cluster.shipments import Limits
 from controller.cluster.unsynced import UnsyncedGuard, arm, current_boot
 from controller.etcd import EtcdClient, EtcdError, TlsFiles, Unavailable
-from controller.posture.service import PostureService
 from storage.layout import KindLayout
 from storage.store import Store
 
@@ -164,7 +163,7 @@ class ClusterNode:
             self._guard.disarm()
             self._guard = None
 
-    def route_posture(self, engine: PostureService, token_key: bytes, ca_pem: bytes) -> RoutedPosture:
+    def route_posture(self, engine: HostedEngine, token_key: bytes, ca_pem: bytes) -> RoutedPosture:
         """The posture service of this node: ``engine`` for the identities it owns, the owners for the others."""
         assert self.ownership is not None, "open the replica first"
         assert self.freshness is not None

@@ -9,6 +9,7 @@ how late its revocations became durable.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -41,7 +42,7 @@ from controller.posture.persistence import (
     StepWrite,
     record_mfa_removal,
 )
-from controller.posture.service import Moved, Ownership
+from controller.posture.service import Moved, Ownership, RechecksElsewhere
 from controller.posture.state import IdentityState, decode_state
 from controller.posture.watchers import StateWatchers
 from controller.resources.identities import IDENTITIES
@@ -67,6 +68,8 @@ class PostureEngine:
         self.domain = domain
         self._live_identities = live_identities
         self.ownership = ownership
+        self.elsewhere: RechecksElsewhere | None = None
+        """In a cluster: how a write this node committed waits for the re-checks of identities hosted elsewhere."""
         self.lateness = LatenessRecorder()
         # Sessions revoked since start, by cause (machine.REVOKE_CAUSES), counted when decided: what monitoring reads.
         self.revocations = dict.fromkeys(machine.REVOKE_CAUSES, 0)
@@ -160,6 +163,17 @@ class PostureEngine:
 
         return settled
 
+    async def settle_hosted(self, identity_ids: Iterable[str] | None) -> None:
+        """Return once every identity this node hosts among ``identity_ids`` (None: every one holding API sessions)
+        has handled every message posted before this call, its writes durable: the re-checks of a write another
+        node committed, once this node applied it."""
+        ownership = self.ownership
+        for identity_id in list(self._live_identities() if identity_ids is None else identity_ids):
+            if ownership is None or ownership.owns(identity_id):
+                # Moved: its shard went to another node meanwhile, no longer this node's to wait for.
+                with contextlib.suppress(Moved):
+                    await self.settle(identity_id)
+
     async def settle(self, identity_id: str) -> None:
         """Return once the identity's actor has handled every message posted before this call and its writes
         (revocations included) are durable; also for an identity that no longer exists."""
@@ -232,9 +246,23 @@ class PostureEngine:
                 reevaluate.update(self._live_identities())
                 policies_changed = True
         reason = "roleChange" if roles_changed and not policies_changed else "policyChange"
-        if ownership is not None:
-            reevaluate = {identity_id for identity_id in reevaluate if ownership.owns(identity_id)}
-        return self.reevaluate(sorted(reevaluate), reason) if reevaluate else None
+        if ownership is None or not reevaluate:
+            return self.reevaluate(sorted(reevaluate), reason) if reevaluate else None
+        hosted = sorted(identity_id for identity_id in reevaluate if ownership.owns(identity_id))
+        here = self.reevaluate(hosted, reason) if hosted else None
+        elsewhere = self.elsewhere
+        if elsewhere is None or (not policies_changed and len(hosted) == len(reevaluate)):
+            return here
+        # Policies or checks changed: every node re-checks the live identities it hosts; roles changed: the nodes
+        # hosting the others do.
+        there = elsewhere(None if policies_changed else frozenset(reevaluate) - frozenset(hosted))
+
+        async def everywhere() -> None:
+            if here is not None:
+                await here()
+            await there()
+
+        return everywhere
 
     def sessions_changed(self, change: Change) -> None:
         """A committed change of the sessions kind: keep the live identity's sessions in step (the actor's own

@@ -4,12 +4,12 @@ identity to the node that owns it) can change without them knowing."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from controller.posture.state import IdentityState
 
-__all__ = ["Moved", "Ownership", "PostureService"]
+__all__ = ["Moved", "Ownership", "PostureService", "RechecksElsewhere"]
 
 
 class Moved(Exception):
@@ -26,6 +26,16 @@ class Ownership(Protocol):
 
     def fence(self, identity_id: str) -> Sequence[object]:
         """The conditions under which a write of the identity's actor may commit: this node still owns it."""
+
+
+class RechecksElsewhere(Protocol):
+    """How a cluster node's engine waits for the re-checks a write it committed brings on the other nodes
+    (``controller.cluster`` gives it; a single node hosts every identity and has none)."""
+
+    def __call__(self, identity_ids: frozenset[str] | None) -> Callable[[], Awaitable[None]]:
+        """The barrier that completes once every other live node has re-checked, durably, the sessions of the
+        identities it hosts among ``identity_ids`` (None: every one holding API sessions), after applying the
+        write just committed. Nothing is sent until it is awaited."""
 
 
 class PostureService(Protocol):

@@ -144,7 +144,9 @@ class Controller:
         posture: PostureService = engine
         if node is not None and ownership is not None:
             ownership.host = engine
-            posture = node.route_posture(engine, token_key, pki.ca_pem)
+            router = node.route_posture(engine, token_key, pki.ca_pem)
+            engine.elsewhere = router.recheck_elsewhere
+            posture = router
         throttles: Throttles
         if node is None:
             throttles = GuessThrottles(failed_logins=sessions.failed_logins)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,47 @@ async def _create(http: httpx.AsyncClient, url: str, headers: dict[str, str], pa
     return str(reply.json()["data"]["id"])
 
 
+@dataclass(frozen=True)
+class Posture:
+    """A network whose Dial policy for service ``service`` needs the MAC check ``check``, and a user logged in on
+    the node it was built through, whose actor node ``host`` hosts."""
+
+    service: str
+    check: str
+    policy: str
+    identity: str
+    user: dict[str, str]
+
+
+async def _posture_network(http: httpx.AsyncClient, url: str, admin: dict[str, str], host: Controller) -> Posture:
+    await _create(http, url, admin, "/edge-routers", {"name": "er1", "roleAttributes": ["er"]})
+    await _create(http, url, admin, "/edge-router-policies", {
+        "name": "erp", "semantic": "AnyOf", "identityRoles": ["#all"], "edgeRouterRoles": ["#all"]})
+    await _create(http, url, admin, "/service-edge-router-policies", {
+        "name": "serp", "semantic": "AnyOf", "serviceRoles": ["#all"], "edgeRouterRoles": ["#all"]})
+    service = await _create(http, url, admin, "/services", {"name": "svc", "encryptionRequired": True,
+                                                             "roleAttributes": ["s"]})
+    check = await _create(http, url, admin, "/posture-checks", {
+        "name": "mac", "typeId": "MAC", "roleAttributes": ["mac"], "macAddresses": ["aa-bb-cc-dd-ee-ff"]})
+    policy = await _create(http, url, admin, "/service-policies", {
+        "name": "p", "type": "Dial", "semantic": "AllOf", "identityRoles": ["#u"], "serviceRoles": ["#s"],
+        "postureCheckRoles": ["#mac"]})
+    assert host.cluster is not None and host.cluster.ownership is not None
+    index = 0
+    while True:  # an identity whose actor ``host`` hosts
+        index += 1
+        identity = await _create(http, url, admin, "/identities", {
+            "name": f"user{index}", "type": "User", "isAdmin": False, "roleAttributes": ["u"]})
+        if host.cluster.ownership.owns(identity):
+            break
+    await _create(http, url, admin, "/authenticators", {"identityId": identity, "method": "updb",
+                                                         "username": f"user{index}", "password": "pw-12345678"})
+    login = await http.post(f"{url}{CLIENT}/authenticate?method=password",
+                            json={"username": f"user{index}", "password": "pw-12345678"})
+    assert login.status_code == 200, login.text
+    return Posture(service, check, policy, identity, {"zt-session": login.json()["data"]["token"]})
+
+
 async def test_a_request_to_another_node_gets_the_owners_decision(etcd: EtcdCluster, prefix: str,
                                                                    tmp_path: Path) -> None:
     """A posture report and session requests for an identity hosted by a, sent to b, get what a single node
@@ -87,32 +129,8 @@ async def test_a_request_to_another_node_gets_the_owners_decision(etcd: EtcdClus
             httpx.AsyncClient(timeout=30) as http:
         await settled({"a": a, "b": b})
         admin = await _admin(http, b_url)
-        await _create(http, b_url, admin, "/edge-routers", {"name": "er1", "roleAttributes": ["er"]})
-        await _create(http, b_url, admin, "/edge-router-policies", {
-            "name": "erp", "semantic": "AnyOf", "identityRoles": ["#all"], "edgeRouterRoles": ["#all"]})
-        await _create(http, b_url, admin, "/service-edge-router-policies", {
-            "name": "serp", "semantic": "AnyOf", "serviceRoles": ["#all"], "edgeRouterRoles": ["#all"]})
-        service = await _create(http, b_url, admin, "/services", {"name": "svc", "encryptionRequired": True,
-                                                                   "roleAttributes": ["s"]})
-        check = await _create(http, b_url, admin, "/posture-checks", {
-            "name": "mac", "typeId": "MAC", "roleAttributes": ["mac"], "macAddresses": ["aa-bb-cc-dd-ee-ff"]})
-        policy = await _create(http, b_url, admin, "/service-policies", {
-            "name": "p", "type": "Dial", "semantic": "AllOf", "identityRoles": ["#u"], "serviceRoles": ["#s"],
-            "postureCheckRoles": ["#mac"]})
-        assert a.cluster is not None and a.cluster.ownership is not None
-        index = 0
-        while True:  # an identity whose actor a hosts
-            index += 1
-            identity = await _create(http, b_url, admin, "/identities", {
-                "name": f"user{index}", "type": "User", "isAdmin": False, "roleAttributes": ["u"]})
-            if a.cluster.ownership.owns(identity):
-                break
-        await _create(http, b_url, admin, "/authenticators", {"identityId": identity, "method": "updb",
-                                                               "username": f"user{index}", "password": "pw-12345678"})
-        login = await http.post(f"{b_url}{CLIENT}/authenticate?method=password",
-                                json={"username": f"user{index}", "password": "pw-12345678"})
-        assert login.status_code == 200, login.text
-        user = {"zt-session": login.json()["data"]["token"]}
+        net = await _posture_network(http, b_url, admin, a)
+        service, check, policy, identity, user = net.service, net.check, net.policy, net.identity, net.user
 
         async def dial() -> httpx.Response:
             return await http.post(f"{b_url}{CLIENT}/sessions", json={"serviceId": service, "type": "Dial"},
@@ -191,3 +209,46 @@ async def test_forwarding_works_over_tls(etcd: EtcdCluster, prefix: str, tmp_pat
         state = await other.posture.state(identity)
         assert state.identity_id == identity and other.cluster.router.forwarded == 1
         assert owner is not other
+
+
+async def test_a_policy_change_is_answered_once_the_other_nodes_have_re_checked(etcd: EtcdCluster, prefix: str,
+                                                                              tmp_path: Path) -> None:
+    """A posture check changed through b, which hosts no actor of the user: the answer comes once a, which does,
+    has re-checked the user's session and revoked it, so that every node shows it gone at once (as a single node
+    answers a policy change once its re-checks are durable)."""
+    async with node(etcd, prefix, tmp_path, "a") as (a, a_url), node(etcd, prefix, tmp_path, "b") as (b, b_url), \
+            httpx.AsyncClient(timeout=30) as http:
+        await settled({"a": a, "b": b})
+        admin = await _admin(http, b_url)
+        net = await _posture_network(http, b_url, admin, a)
+        reported = await http.post(f"{b_url}{CLIENT}/posture-response", headers=net.user, json={
+            "id": net.check, "typeId": "MAC", "macAddresses": ["AA:BB:CC:DD:EE:FF"]})
+        assert reported.status_code == 201, reported.text
+        granted = await http.post(f"{b_url}{CLIENT}/sessions", json={"serviceId": net.service, "type": "Dial"},
+                                  headers=net.user)
+        assert granted.status_code == 201, granted.text
+        session = granted.json()["data"]["id"]
+        assert (await http.get(f"{a_url}{MGMT}/sessions/{session}", headers=admin)).status_code == 200
+        # a hears of b's write only when the test hands it over: b's answer must wait for it.
+        assert a.cluster is not None and a.cluster.commit is not None
+        commit = a.cluster.commit
+        held: list[Any] = []
+        hand_over = commit.enqueue
+        commit.enqueue = held.append  # type: ignore[method-assign,assignment]
+        answered: list[httpx.Response] = []
+
+        async def change() -> None:
+            answered.append(await http.patch(f"{b_url}{MGMT}/posture-checks/{net.check}", headers=admin,
+                                             json={"typeId": "MAC", "macAddresses": ["11-22-33-44-55-66"]}))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(change)
+            await trio.sleep(1.0)  # less than a replica's wait for a revision (REPLICA_WAIT)
+            assert not answered, "answered before the node hosting the user re-checked"
+            commit.enqueue = hand_over  # type: ignore[method-assign]
+            for update in held:
+                hand_over(update)
+        assert answered[0].status_code == 200, answered[0].text
+        for url in (b_url, a_url):
+            gone = await http.get(f"{url}{MGMT}/sessions/{session}", headers=admin)
+            assert gone.status_code == 404, gone.text
