@@ -19,6 +19,10 @@ connections, split evenly over the nodes (one ``wrk`` per node, or the Python ge
 Beside requests/s and latency, the controllers' CPU time (``/proc/PID/stat``) per request served, etcd's, and how many
 of the nodes' batches of writes met another node's write and ran again (``tollgate_cluster_write_conflicts``).
 
+Then, on ``cluster-2``, decisions at the load one node holds: posture events offered open loop
+(``bench.loadgen.open_loop``: at a fixed rate, latency counted from when each was due) at the rate ``cluster-1``
+served in its closed loop, and at half that rate, split evenly over the two nodes.
+
 Then, on ``cluster-2``: failover. The node hosting some user's actor is killed (SIGKILL) and the survivor is asked for
 that identity's posture data; the time from the kill to that answer (the new owner's decision) is measured against
 the lease TTL (``--lease-ttl 2``).
@@ -41,7 +45,7 @@ import httpx
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.loadgen import LoadResult, Request, load
+from bench.loadgen import LoadResult, Request, load, open_loop
 from bench.report import ScenarioResult, Target
 from controller.cluster.shards import shard_of
 from controller.etcd import EtcdClient
@@ -179,6 +183,15 @@ async def _load(net: Network, http: httpx.AsyncClient, requests: list[Request], 
             "conflicts": conflicts}
 
 
+async def _decisions(net: Network, requests: list[Request], rate: float, seconds: float) -> dict[str, float]:
+    """Posture events offered open loop at ``rate`` per second over every node: the decisions' latency."""
+    per_node = max(1, CONNECTIONS // len(net.nodes))
+    result = await trio.to_thread.run_sync(lambda: open_loop(
+        [node.url for node in net.nodes], requests, rate=rate, seconds=seconds, connections=per_node))
+    return {"rate": rate, "per_s": result.rps, "p50_ms": result.p50_ms, "p99_ms": result.p99_ms,
+            "errors": result.failed}
+
+
 async def _failover(net: Network, http: httpx.AsyncClient, etcd: EtcdClient, setup: Setup) -> float:
     """Seconds from killing the owner of a user's actor to the survivor's answer for that identity."""
     survivor, victim = net.nodes
@@ -214,6 +227,10 @@ async def _run(plan: Plan, base: Path) -> dict[str, Any]:
                     figures[name] = {workload: await _load(net, http, _requests(setup, workload), plan.seconds,
                                                            etcd_pids) for workload in WORKLOADS}
                     if name == "cluster-2":
+                        held = figures["cluster-1"]["posture events"]["per_s"]
+                        events = _requests(setup, "posture events")
+                        figures["decisions"] = [await _decisions(net, events, rate, plan.seconds)
+                                                for rate in (held, held / 2)]
                         figures["failover_s"] = await _failover(net, http, client, setup)
                 finally:
                     net.stop()
@@ -238,6 +255,14 @@ def build_result(figures: dict[str, Any], quick: bool) -> ScenarioResult:
             f"cpu.{key}", f"{workload}: a cluster node's CPU per request <= 1.3x a single controller's",
             figures["cluster-1"][workload]["controller_cpu_ms"], figures["single"][workload]["controller_cpu_ms"],
             1.3, "ms"))
+    at_held, at_half = figures["decisions"]
+    result.targets.append(Target.bound(
+        "decision.p99", f"posture decisions' p99 on 2 nodes at the load 1 node holds ({at_held['rate']:.0f}/s, "
+        f"open loop) <= 5 ms", at_held["p99_ms"], 5.0, "ms"))
+    for label, row in (("the rate 1 node holds", at_held), ("half that rate", at_half)):
+        result.notes.append(f"open loop on 2 nodes at {label}: {row['rate']:.0f} posture events/s offered, "
+                            f"{row['per_s']:.0f}/s answered, p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms, "
+                            f"{int(row['errors'])} failed or unanswered")
     result.targets.append(Target.bound(
         "failover", f"kill -9 to the new owner's first decision <= lease TTL ({LEASE_TTL} s) + 1 s",
         figures["failover_s"], LEASE_TTL + 1.0, "s"))

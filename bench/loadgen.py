@@ -1,8 +1,13 @@
-"""HTTP load: ``wrk`` pinned to its own core, or a small Trio client when ``wrk`` is not installed.
+"""HTTP load: ``wrk`` pinned to its own core, or a small Trio client when ``wrk`` is not installed; and an
+open-loop load at a fixed rate.
 
 A load is a list of requests that every connection cycles through (keep-alive, closed loop: each connection sends
 its next request as soon as the previous answer arrives). Both generators report requests/s, p50/p99 latency and
 how many answers were not 2xx, so a scenario can refuse a run whose requests failed.
+
+:func:`open_loop` offers requests at a fixed rate whatever the answers do: request ``i`` is due at ``i / rate``
+seconds, and its latency counts from then, so time spent queued behind slow answers counts too (a closed loop
+would send less instead and hide it).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import trio
 
 from bench.stats import percentile
 
-__all__ = ["LoadResult", "Request", "load", "wrk_available"]
+__all__ = ["LoadResult", "Request", "load", "open_loop", "wrk_available"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,15 +182,8 @@ async def _python_load(base_url: str, requests: Sequence[Request], connections: 
             while trio.current_time() < deadline:
                 r = requests[index % len(requests)]
                 index += 1
-                headers = [("host", f"{host}:{port}"), *r.headers]
-                if r.body is not None:
-                    headers.append(("content-length", str(len(r.body))))
                 sent = time.perf_counter()
-                data = conn.send(h11.Request(method=r.method, target=r.path, headers=headers))
-                if r.body is not None:
-                    data = (data or b"") + (conn.send(h11.Data(data=r.body)) or b"")
-                data = (data or b"") + (conn.send(h11.EndOfMessage()) or b"")
-                await stream.send_all(data)
+                await stream.send_all(_encode(conn, host, port, r))
                 status = await _read_response(stream, conn)
                 latencies.append(time.perf_counter() - sent)
                 statuses[status] = statuses.get(status, 0) + 1
@@ -198,6 +196,70 @@ async def _python_load(base_url: str, requests: Sequence[Request], connections: 
     failed = sum(n for s, n in statuses.items() if not 200 <= s < 400)
     return LoadResult("python", len(latencies), elapsed, len(latencies) / elapsed, percentile(latencies, 50) * 1e3,
                       percentile(latencies, 99) * 1e3, failed, statuses)
+
+
+def open_loop(base_urls: Sequence[str], requests: Sequence[Request], *, rate: float, seconds: float,
+              connections: int) -> LoadResult:
+    """Offer ``requests`` (cycled) at ``rate`` per second for ``seconds``, in turn to each of ``base_urls``, over
+    ``connections`` keep-alive connections per URL. Latency runs from when a request was due; requests still
+    unanswered a second after the last was due count as failed."""
+    return trio.run(_open_loop, list(base_urls), requests, rate, seconds, connections)
+
+
+async def _open_loop(base_urls: list[str], requests: Sequence[Request], rate: float, seconds: float,
+                     connections: int) -> LoadResult:
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    total = max(1, round(rate * seconds))
+    queues = [trio.open_memory_channel[tuple[float, Request]](math.inf) for _ in base_urls]
+    clock_offset = 0.0
+
+    async def offer() -> None:
+        start = trio.current_time()
+        for index in range(total):
+            due = start + index / rate
+            await trio.sleep_until(due)
+            queues[index % len(base_urls)][0].send_nowait((due + clock_offset, requests[index % len(requests)]))
+        for send, _receive in queues:
+            send.close()
+
+    async def connection(base_url: str, receive: trio.MemoryReceiveChannel[tuple[float, Request]], *,
+                         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        parts = urlsplit(base_url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        stream = await trio.open_tcp_stream(host, port)
+        conn = h11.Connection(h11.CLIENT)
+        task_status.started()
+        async with stream:
+            async for due, r in receive:
+                await stream.send_all(_encode(conn, host, port, r))
+                status = await _read_response(stream, conn)
+                latencies.append(time.perf_counter() - due)
+                statuses[status] = statuses.get(status, 0) + 1
+                conn.start_next_cycle()
+
+    async with trio.open_nursery() as nursery:
+        for url, (_send, receive) in zip(base_urls, queues, strict=True):
+            for _ in range(connections):
+                await nursery.start(connection, url, receive.clone())
+            receive.close()
+        started = time.perf_counter()
+        clock_offset = started - trio.current_time()  # perf_counter of a Trio instant
+        nursery.cancel_scope.deadline = trio.current_time() + seconds + 1.0
+        nursery.start_soon(offer)
+    failed = total - len(latencies) + sum(n for s, n in statuses.items() if not 200 <= s < 400)
+    return LoadResult("open-loop", len(latencies), seconds, len(latencies) / seconds,
+                      percentile(latencies, 50) * 1e3, percentile(latencies, 99) * 1e3, failed, statuses)
+
+
+def _encode(conn: h11.Connection, host: str, port: int, r: Request) -> bytes:
+    headers = [("host", f"{host}:{port}"), *r.headers]
+    if r.body is not None:
+        headers.append(("content-length", str(len(r.body))))
+    data = conn.send(h11.Request(method=r.method, target=r.path, headers=headers)) or b""
+    if r.body is not None:
+        data += conn.send(h11.Data(data=r.body)) or b""
+    return data + (conn.send(h11.EndOfMessage()) or b"")
 
 
 async def _read_response(stream: trio.SocketStream, conn: h11.Connection) -> int:
