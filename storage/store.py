@@ -192,7 +192,7 @@ class Store:
         if record is None:
             record = self.record_writes if parent is None else parent.writes is not None
         txn = self.env.begin(write=True, parent=parent._txn if parent is not None else None)
-        return WriteTxn(self, txn, WriteSet() if record else None), txn
+        return WriteTxn(self, txn, WriteSet() if record else None, parent), txn
 
     def adopt(self, other: Store) -> None:
         """Serve from ``other``'s environment from now on, closing this one's: a replica rebuilt elsewhere takes the

@@ -52,9 +52,3 @@ class WriteSet:
             self.clear_through(kind, last)
         self.rows.update(other.rows)
         self.meta.update(other.meta)
-
-    def payload_bytes(self) -> int:
-        """The bytes of every value and key name written (what a shipment of it carries, framing aside)."""
-        size = sum(len(kind) + len(row_id) + (len(data) if data else 0) for (kind, row_id), data in self.rows.items())
-        size += sum(len(kind) + len(last) for kind, last in self.cleared.items())
-        return size + sum(len(key) + (len(data) if data else 0) for key, data in self.meta.items())

@@ -33,11 +33,27 @@ class WriteTxn(ReadTxn):
     """A write transaction: puts and deletes keep every index of the kind in step.
 
     ``writes`` is the transaction's :class:`~storage.write_set.WriteSet` when it records what it writes (a store
-    whose writes are shipped elsewhere, ``Store.record_writes``), else None."""
+    whose writes are shipped elsewhere, ``Store.record_writes``), else None; ``parent`` the transaction it is nested
+    in, if any."""
 
-    def __init__(self, store: Tables, txn: lmdb.Transaction, writes: WriteSet | None = None) -> None:
+    def __init__(self, store: Tables, txn: lmdb.Transaction, writes: WriteSet | None = None,
+                 parent: WriteTxn | None = None) -> None:
         super().__init__(store, txn)
         self.writes = writes
+        self.parent = parent
+
+    def batch_wrote(self, kind: str, row_id: str) -> bool:
+        """Whether this transaction, or one it is nested in, wrote the row and still holds that write (a nested
+        transaction that wrote it and rolled back does not count). Known only while writes are recorded: False
+        otherwise."""
+        txn: WriteTxn | None = self
+        while txn is not None:
+            if txn.writes is None:
+                return False
+            if (kind, row_id) in txn.writes.rows:
+                return True
+            txn = txn.parent
+        return False
 
     def put(self, kind: str, row: Mapping[str, Any]) -> None:
         """Store ``row`` (replacing the row with its id), updating indexes.

@@ -40,13 +40,16 @@ class Plan:
     too_large: list[int]
 
 
-def _cost(keys: NetworkKeys, writes: WriteSet) -> tuple[set[bytes], int]:
-    """The etcd keys a write set puts or deletes, and the bytes shipping it takes."""
-    names = {keys.row(kind, row_id) for kind, row_id in writes.rows}
-    names.update(keys.meta(key) for key in writes.meta)
-    names.update(b"\0cleared/" + kind.encode() for kind in writes.cleared)  # one range delete per kind
-    size = writes.payload_bytes() + len(names) * (len(keys.data) + _OP_OVERHEAD)
-    return names, size
+def _cost(keys: NetworkKeys, writes: WriteSet) -> dict[bytes, int]:
+    """The etcd keys a write set puts or deletes, each with the bytes shipping it takes."""
+    framing = len(keys.data) + _OP_OVERHEAD
+    costs = {keys.row(kind, row_id): framing + len(kind) + len(row_id) + (len(data) if data else 0)
+             for (kind, row_id), data in writes.rows.items()}
+    costs.update((keys.meta(key), framing + len(key) + (len(data) if data else 0)) for key, data in writes.meta.items())
+    # One range delete per kind.
+    costs.update((b"\0cleared/" + kind.encode(), framing + len(kind) + len(last))
+                 for kind, last in writes.cleared.items())
+    return costs
 
 
 def plan_txns(keys: NetworkKeys, writes: Sequence[WriteSet | None], conditions: Sequence[int],
@@ -58,26 +61,29 @@ def plan_txns(keys: NetworkKeys, writes: Sequence[WriteSet | None], conditions: 
     txns: list[list[int]] = []
     too_large: list[int] = []
     current: list[int] = []
-    names: set[bytes] = set()
+    costs: dict[bytes, int] = {}  # the current txn's keys, each with the cost of its last value (merged())
     size = 0
     reads = 1  # the failure branch reads the head back
     for index, (written, carried) in enumerate(zip(writes, conditions, strict=True)):
         if not written:
             continue
-        own_names, own_size = _cost(keys, written)
+        own = _cost(keys, written)
+        own_size = sum(own.values())
         # The success branch holds every key once plus the head's put; the failure branch the head and each
         # condition's key.
-        if len(own_names) + 1 > limits.max_txn_ops or 1 + carried > limits.max_txn_ops or own_size > budget_bytes:
+        if len(own) + 1 > limits.max_txn_ops or 1 + carried > limits.max_txn_ops or own_size > budget_bytes:
             too_large.append(index)
             continue
-        fits = (len(names | own_names) + 1 <= limits.max_txn_ops and reads + carried <= limits.max_txn_ops
-                and size + own_size <= budget_bytes)
+        added = sum(cost - costs.get(key, 0) for key, cost in own.items())  # a key written again counts once
+        fits = (len(costs.keys() | own.keys()) + 1 <= limits.max_txn_ops and reads + carried <= limits.max_txn_ops
+                and size + added <= budget_bytes)
         if current and not fits:
             txns.append(current)
-            current, names, size, reads = [], set(), 0, 1
+            current, costs, size, reads = [], {}, 0, 1
+            added = own_size
         current.append(index)
-        names |= own_names
-        size += own_size
+        costs.update(own)
+        size += added
         reads += carried
     if current:
         txns.append(current)

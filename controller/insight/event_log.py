@@ -4,6 +4,9 @@ to the live subscribers once it has committed.
 Events are kept in rows of the internal kind :data:`EVENTS_KIND`, one row per write, keyed by the id of its first
 event written as 20 decimal digits (so that key order is id order), holding the write's events as compact facts
 (``controller/insight/kept.py``): the write encodes them once, in one call, and readers render each event's JSON.
+Where writes are replicated (the store records write sets), the writes of one batch share a row instead: each
+appends its events to the row an earlier write of the batch put, so that the batch ships one event row to etcd,
+not one per write.
 Ids come from the last row, which the same transaction reads (its key and its count of events give the last id,
 and trimming never deletes it), so they increase by one with no gap, a write that rolls back takes its ids along,
 a restart continues after the last, and replicated rows keep one global order. The log keeps about the last
@@ -23,7 +26,7 @@ from typing import cast
 from controller.clock import format_time
 from controller.insight.derive import derive
 from controller.insight.hub import EventHub
-from controller.insight.kept import KeptEvent, encode_row, event_key, row_count, row_events
+from controller.insight.kept import KeptEvent, append_segment, encode_row, event_key, row_count, row_events
 from controller.model.spec import WriteContext
 from storage.store import KindLayout, ReadTxn
 
@@ -51,6 +54,7 @@ class EventLog:
         self.hub = hub
         self.keep = keep
         self.source_id = source_id
+        self._published = 0  # the last event id published to subscribers
 
     def record(self, ctx: WriteContext) -> tuple[int, bytes] | None:
         """Number and store the write's events (``controller/insight/derive.py``) in its transaction: one row for
@@ -59,29 +63,40 @@ class EventLog:
         if not derived:
             return None
         txn, keep = ctx.txn, self.keep
-        before = latest_id(txn)
+        newest = txn.last_raw(EVENTS_KIND)
+        before = 0 if newest is None else int(newest[0]) + row_count(newest[1]) - 1
         last = before + len(derived)
         row = encode_row(format_time(ctx.now), self.source_id, derived)
-        txn.put_raw(EVENTS_KIND, event_key(before + 1), row)
+        if newest is not None and txn.batch_wrote(EVENTS_KIND, newest[0]):
+            own = int(newest[0])  # an earlier write of this batch put the last row: its events join it
+            txn.put_raw(EVENTS_KIND, newest[0], append_segment(newest[1], row))
+        else:
+            own = before + 1
+            txn.put_raw(EVENTS_KIND, event_key(own), row)
         # Trimmed a batch at a time, in the write whose events take the log past keep + TRIM_BATCH: one cursor walk
         # per batch costs a fraction of a delete per event.
         if last > keep and (before - keep) // TRIM_BATCH != (last - keep) // TRIM_BATCH:
             # Never this write's own row: the last row is what the next write numbers from.
-            txn.delete_raw_through(EVENTS_KIND, event_key(min(last - keep, before)))
+            txn.delete_raw_through(EVENTS_KIND, event_key(min(last - keep, own - 1)))
         return before + 1, row
 
     def committed(self, recorded: object) -> None:
         """Publish what :meth:`record` stored, now durable (read back from the row only for subscribers)."""
         if self.hub.subscribers:
             first, row = cast(tuple[int, bytes], recorded)
-            self.hub.publish(row_events(first, row))
+            events = row_events(first, row)
+            self._published = events[-1].id
+            self.hub.publish(events)
 
     def replicated(self, rows: Iterable[tuple[str, bytes]]) -> None:
         """Publish the events of rows another node stored (``(row id, data)``), now in this node's store: a
         cluster's event streams show every node's events, in id order."""
         if self.hub.subscribers:
-            events = [event for key, data in sorted(rows) for event in row_events(int(key), data)]
+            # A row a batch's later txn put again (its writes share the row) brings its earlier events again.
+            events = [event for key, data in sorted(rows) for event in row_events(int(key), data)
+                      if event.id > self._published]
             if events:
+                self._published = events[-1].id
                 self.hub.publish(events)
 
     def trim(self, ctx: WriteContext) -> int:

@@ -2,7 +2,9 @@
 back from it (:class:`KeptEvent`), rendered as JSON objects only when a reader asks.
 
 A row is a 4-byte big-endian count of its events, then one msgpack array: the write's instant (RFC 3339 text), the
-recording process (``event_src_id``) and the events, each ``[namespace, event_type, values]``. ``values`` is either
+recording process (``event_src_id``) and the events, each ``[namespace, event_type, values]``. A row that holds the
+events of several writes (:func:`append_segment`: the writes of one replicated batch share a row, shipped as one
+key) has the count's top bit set, and then each write's array prefixed by its 4-byte length. ``values`` is either
 a map of the event's fields (what producers record with ``Event``) or, for the commonest events, an array of their
 values in the order :data:`POSITIONAL` names them (no field names stored or built on the engine's path). Inside
 them, a posture failure's cause and failing checks may be compact arrays too
@@ -25,7 +27,8 @@ from controller.model.events import ACCESS, ENTITY_CHANGE, SESSIONS
 from controller.posture.causes import expand_check
 from controller.posture.step_events import expand_cause
 
-__all__ = ["POSITIONAL", "KeptEvent", "Values", "encode_row", "event_key", "row_count", "row_events"]
+__all__ = ["POSITIONAL", "KeptEvent", "Values", "append_segment", "encode_row", "event_key", "row_count",
+           "row_events"]
 
 Values = Mapping[str, Any] | tuple[Any, ...]
 """An event's fields as a write records them: a map, or the values :data:`POSITIONAL` names for its type."""
@@ -36,6 +39,7 @@ POSITIONAL: dict[tuple[str, str], tuple[str, ...]] = {
 }
 """The fields of the event types recorded as arrays of values, in their order."""
 _COUNT_BYTES = 4
+_SEGMENTED = 1 << 31  # in the count: the row holds several writes' arrays, each prefixed by its length
 _msgpack = msgspec.msgpack.Encoder()
 _unpack = msgspec.msgpack.Decoder()
 _json = msgspec.json.Encoder()
@@ -52,6 +56,33 @@ def encode_row(stamp: str, source_id: str, events: list[tuple[str, str, Values]]
     return len(events).to_bytes(_COUNT_BYTES, "big") + _msgpack.encode((stamp, source_id, events))
 
 
+def append_segment(row: bytes, segment: bytes) -> bytes:
+    """The row holding ``row``'s events and then ``segment``'s (a row :func:`encode_row` made for the next
+    write)."""
+    total = (row_count(row) + row_count(segment)) | _SEGMENTED
+    head = total.to_bytes(_COUNT_BYTES, "big")
+    array = memoryview(segment)[_COUNT_BYTES:]
+    size = len(array).to_bytes(_COUNT_BYTES, "big")
+    if int.from_bytes(row[:_COUNT_BYTES], "big") & _SEGMENTED:  # the arrays so far stay as they are
+        return b"".join((head, memoryview(row)[_COUNT_BYTES:], size, array))
+    first = memoryview(row)[_COUNT_BYTES:]
+    return b"".join((head, len(first).to_bytes(_COUNT_BYTES, "big"), first, size, array))
+
+
+def _arrays(row: bytes) -> list[memoryview]:
+    """The msgpack arrays of a binary row, one per write."""
+    view = memoryview(row)
+    if not int.from_bytes(view[:_COUNT_BYTES], "big") & _SEGMENTED:
+        return [view[_COUNT_BYTES:]]
+    arrays, at = [], _COUNT_BYTES
+    while at < len(view):
+        size = int.from_bytes(view[at:at + _COUNT_BYTES], "big")
+        at += _COUNT_BYTES
+        arrays.append(view[at:at + size])
+        at += size
+    return arrays
+
+
 def _is_json_lines(data: bytes) -> bool:
     return data[:1] == b"{"
 
@@ -60,15 +91,19 @@ def row_count(data: bytes) -> int:
     """How many events a row holds, without decoding it."""
     if _is_json_lines(data):
         return data.count(b"\n") + 1
-    return int.from_bytes(data[:_COUNT_BYTES], "big")
+    return int.from_bytes(data[:_COUNT_BYTES], "big") & ~_SEGMENTED
 
 
 def row_events(first_id: int, data: bytes) -> list[KeptEvent]:
     """The events of the row whose first event is ``first_id``, in order."""
     if _is_json_lines(data):
         return [KeptEvent(first_id + index, line) for index, line in enumerate(data.split(b"\n"))]
-    stamp, source, events = _unpack.decode(memoryview(data)[_COUNT_BYTES:])
-    return [KeptEvent(first_id + index, None, (stamp, source, event)) for index, event in enumerate(events)]
+    kept: list[KeptEvent] = []
+    for array in _arrays(data):
+        stamp, source, events = _unpack.decode(array)
+        start = first_id + len(kept)
+        kept += [KeptEvent(start + index, None, (stamp, source, event)) for index, event in enumerate(events)]
+    return kept
 
 
 def _render(event_id: int, stamp: str, source: str, event: list[Any]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.shards import SHARDS, desired_owner, shard_of
-from controller.cluster.shipments import Limits, plan_txns, txn_ops
+from controller.cluster.shipments import Limits, merged, plan_txns, txn_ops
 from controller.etcd import Delete, Put
 from storage.write_set import WriteSet
 
@@ -39,3 +39,23 @@ def test_a_range_clear_ships_as_one_delete_and_covers_what_it_clears() -> None:
     assert ops[1:] == [Put(keys.row("events", "00000000000000000301"), b"e301")]
     # Hundreds of rows cleared cost one operation of etcd's budget.
     assert plan_txns(keys, [batch], [0], Limits(max_txn_ops=3)).txns == [[0]]
+
+
+def test_a_row_several_mutations_of_a_txn_rewrite_counts_once_with_its_last_value() -> None:
+    """The writes of one batch share an event row, each putting it again longer: a txn ships the last value once,
+    so the plan counts its bytes once."""
+    keys = NetworkKeys("/t/")
+    writes = []
+    for index in range(1, 6):
+        written = WriteSet()
+        written.rows[("identities", f"id{index}")] = b"i" * 100
+        written.rows[("events", "00000000000000000001")] = b"e" * (1000 * index)  # the shared row, growing
+        writes.append(written)
+    limits = Limits(max_txn_ops=128, max_request_bytes=4096 + 8000)  # room for the last value, not for the sum
+    plan = plan_txns(keys, writes, [0] * 5, limits)
+    assert plan.txns == [[0, 1, 2, 3, 4]] and not plan.too_large
+    ops = txn_ops(keys, merged(writes))
+    assert Put(keys.row("events", "00000000000000000001"), b"e" * 5000) in ops and len(ops) == 6
+    # Past the budget, the next txn starts afresh.
+    assert plan_txns(keys, writes, [0] * 5, Limits(max_txn_ops=128, max_request_bytes=4096 + 5300)).txns == \
+        [[0, 1, 2, 3], [4]]
