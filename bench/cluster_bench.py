@@ -16,8 +16,9 @@ connections, split evenly over the nodes (one ``wrk`` per node, or the Python ge
   so that each one changes the identity's state and re-checks its sessions; on two nodes about half of them arrive
   at the node that does not host the user's actor and are forwarded to its owner.
 
-Beside requests/s and latency, the controllers' CPU time (``/proc/PID/stat``) per request served, etcd's, and how many
-of the nodes' batches of writes met another node's write and ran again (``tollgate_cluster_write_conflicts``).
+Beside requests/s and latency, the controllers' CPU time (``/proc/PID/stat``) per request served, etcd's, how many
+of the nodes' batches of writes met another node's write and ran again (``tollgate_cluster_write_conflicts``), and
+the write txns and quorum reads the nodes sent to etcd per request (``tollgate_etcd_requests``).
 
 Then, on ``cluster-2``, decisions at the load one node holds: posture events offered open loop
 (``bench.loadgen.open_loop``: at a fixed rate, latency counted from when each was due) at the rate ``cluster-1``
@@ -57,7 +58,7 @@ __all__ = ["run"]
 CONNECTIONS = 32
 CONFIGURATIONS = {"single": 1, "cluster-1": 1, "cluster-2": 2}  # name -> controllers
 COLUMNS = ["configuration", "workload", "req/s", "p50 ms", "p99 ms", "errors", "controller CPU ms/req",
-           "etcd CPU ms/req", "write conflicts"]
+           "etcd CPU ms/req", "write conflicts", "etcd txns/req", "quorum reads/req"]
 WORKLOADS = ("management reads", "posture events")
 GOOD_MAC, BAD_MAC = "aa:bb:cc:dd:ee:ff", "11:22:33:44:55:66"
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -145,18 +146,22 @@ def _requests(setup: Setup, workload: str) -> list[Request]:
             for mac in (GOOD_MAC, BAD_MAC) for _identity, token in setup.users]
 
 
-async def _conflicts(net: Network, http: httpx.AsyncClient) -> float:
-    """The nodes' write conflicts so far (0 for a single controller, which has none)."""
-    total = 0.0
+async def _counts(net: Network, http: httpx.AsyncClient) -> dict[str, float]:
+    """The nodes' write conflicts, write txns and quorum reads sent to etcd so far, all nodes together (0 for a
+    single controller, which has none)."""
+    wanted = {("tollgate_cluster_write_conflicts", None): "conflicts",
+              ("tollgate_etcd_requests", "kv/txn"): "txns", ("tollgate_etcd_requests", "kv/range"): "ranges"}
+    totals = dict.fromkeys(wanted.values(), 0.0)
     for node in net.nodes:
         url = node.metrics_url
         if url is None:
             raise RuntimeError(f"{node.name} printed no metrics URL")
-        text = (await http.get(url)).text
-        for family in text_string_to_metric_families(text):
-            if family.name == "tollgate_cluster_write_conflicts":
-                total += sum(sample.value for sample in family.samples if sample.name.endswith("_total"))
-    return total
+        for family in text_string_to_metric_families((await http.get(url)).text):
+            for sample in family.samples:
+                name = wanted.get((family.name, sample.labels.get("call")))
+                if name is not None and sample.name.endswith("_total"):
+                    totals[name] += sample.value
+    return totals
 
 
 async def _load(net: Network, http: httpx.AsyncClient, requests: list[Request], seconds: float,
@@ -170,17 +175,19 @@ async def _load(net: Network, http: httpx.AsyncClient, requests: list[Request], 
         results.append(await trio.to_thread.run_sync(
             lambda: load(url, requests, connections=per_node, seconds=seconds)))
 
-    controllers, etcd, conflicts = _total_cpu(pids), _total_cpu(etcd_pids), await _conflicts(net, http)
+    controllers, etcd, counts = _total_cpu(pids), _total_cpu(etcd_pids), await _counts(net, http)
     async with trio.open_nursery() as nursery:
         for node in net.nodes:
             nursery.start_soon(one, node.url)
     controllers, etcd = _total_cpu(pids) - controllers, _total_cpu(etcd_pids) - etcd
-    conflicts = await _conflicts(net, http) - conflicts
-    served = sum(r.requests for r in results)
+    after = await _counts(net, http)
+    served = max(1, sum(r.requests for r in results))
     return {"per_s": sum(r.rps for r in results), "p50_ms": max(r.p50_ms for r in results),
             "p99_ms": max(r.p99_ms for r in results), "errors": sum(r.failed for r in results),
-            "controller_cpu_ms": controllers * 1e3 / max(1, served), "etcd_cpu_ms": etcd * 1e3 / max(1, served),
-            "conflicts": conflicts}
+            "controller_cpu_ms": controllers * 1e3 / served, "etcd_cpu_ms": etcd * 1e3 / served,
+            "conflicts": after["conflicts"] - counts["conflicts"],
+            "txns_per_req": (after["txns"] - counts["txns"]) / served,
+            "ranges_per_req": (after["ranges"] - counts["ranges"]) / served}
 
 
 async def _decisions(net: Network, requests: list[Request], rate: float, seconds: float) -> dict[str, float]:
@@ -246,7 +253,8 @@ def build_result(figures: dict[str, Any], quick: bool) -> ScenarioResult:
             row = figures[name][workload]
             result.rows.append([name, workload, round(row["per_s"]), round(row["p50_ms"], 2), round(row["p99_ms"], 2),
                                 int(row["errors"]), round(row["controller_cpu_ms"], 3), round(row["etcd_cpu_ms"], 3),
-                                int(row["conflicts"])])
+                                int(row["conflicts"]), round(row["txns_per_req"], 3),
+                                round(row["ranges_per_req"], 3)])
     for key, workload in (("reads", "management reads"), ("events", "posture events")):
         result.targets.append(Target.at_least(
             f"{key}2", f"{workload}/s on 2 nodes, each on its own core, >= 1.5x on 1 node",

@@ -74,6 +74,9 @@ class EtcdClient:
         self.max_request_bytes = max_request_bytes
         self._transport = Transport(endpoints, tls=tls, connect_timeout=connect_timeout,
                                     max_connections=max_connections)
+        self.requests: dict[str, int] = {}
+        """Requests sent, by call (``kv/range``, ``kv/txn``, ``lease/keepalive``...; a range or txn that only reads
+        a member's own view ends in ``-serializable``, a txn that only reads in ``-read``): what the metrics show."""
 
     async def __aenter__(self) -> EtcdClient:
         return self
@@ -95,7 +98,9 @@ class EtcdClient:
         return self._transport.current
 
     async def _call(self, path: str, body: dict[str, object], *, write: bool, needs_leader: bool = True,
-                    only: str | None = None) -> bytes:
+                    only: str | None = None, call: str | None = None) -> bytes:
+        name = call or path.removeprefix("/v3/")
+        self.requests[name] = self.requests.get(name, 0) + 1
         return await self._transport.call(path, encode(body, max_bytes=self.max_request_bytes),
                                           within=self.request_timeout, write=write, needs_leader=needs_leader,
                                           only=only)
@@ -110,7 +115,8 @@ class EtcdClient:
         ``revision``: as of that revision (Compacted if it is older than the history kept). ``serializable``: the
         answering member's own view, possibly stale, served even without a leader."""
         request = Range(key, range_end, prefix, revision, limit, serializable, keys_only, count_only)
-        answer = await self._call("/v3/kv/range", range_body(request), write=False, needs_leader=not serializable)
+        answer = await self._call("/v3/kv/range", range_body(request), write=False, needs_leader=not serializable,
+                                  call="kv/range-serializable" if serializable else None)
         return decode(answer, RangeResult)
 
     async def get(self, key: Bytes, *, revision: int = 0, serializable: bool = False) -> KeyValue | None:
@@ -140,7 +146,8 @@ class EtcdClient:
         write = any(not isinstance(op, Range) for op in (*success, *failure))
         serializable = not write and all(op.serializable for op in (*success, *failure) if isinstance(op, Range))
         body = txn_body(compare, success, failure, max_ops=self.max_txn_ops)
-        answer = await self._call("/v3/kv/txn", body, write=write, needs_leader=not serializable)
+        kind = "kv/txn" if write else "kv/txn-serializable" if serializable else "kv/txn-read"
+        answer = await self._call("/v3/kv/txn", body, write=write, needs_leader=not serializable, call=kind)
         return decode_txn(answer)
 
     async def compact(self, revision: int, *, physical: bool = False) -> Header:

@@ -170,7 +170,7 @@ class Controller:
         if metrics is not None:
             metrics.collect_from(engine, sessions)
             if node is not None and node.commit is not None:
-                metrics.collect_cluster(node.commit)
+                metrics.collect_cluster(node.commit, node.etcd)
         sessions.restore()
         return cls(settings=settings, clock=clock, registry=registry, store=store, writer=writer, domain=domain,
                    hashing=hashing, sessions=sessions, engine=engine, posture=posture,

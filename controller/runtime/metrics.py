@@ -81,9 +81,10 @@ class Metrics:
         ``sessions`` hold. Call once."""
         self.registry.register(_ControllerCollector(engine, sessions))
 
-    def collect_cluster(self, commit: WriteConflicts) -> None:
-        """Read, at each scrape, how often a cluster node's writes met another node's. Call once."""
-        self.registry.register(_ClusterCollector(commit))
+    def collect_cluster(self, commit: WriteConflicts, etcd: EtcdRequests) -> None:
+        """Read, at each scrape, how often a cluster node's writes met another node's, and what it asked of etcd.
+        Call once."""
+        self.registry.register(_ClusterCollector(commit, etcd))
 
     def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
         """Count one answered request. ``route`` is the matched rule (``/edge/management/v1/identities/<id>``), None
@@ -113,14 +114,27 @@ class WriteConflicts(Protocol):
     conflicts: int
 
 
+class EtcdRequests(Protocol):
+    """What the metrics read of a cluster node's etcd client."""
+
+    requests: dict[str, int]
+
+
 class _ClusterCollector:
-    def __init__(self, commit: WriteConflicts) -> None:
+    def __init__(self, commit: WriteConflicts, etcd: EtcdRequests) -> None:
         self._commit = commit
+        self._etcd = etcd
 
     def collect(self) -> Iterator[Metric]:
         yield CounterMetricFamily("tollgate_cluster_write_conflicts", "Batches of writes that found the network's "
                                   "head moved by another node's write since this node's replica ran them, and ran "
                                   "again.", value=self._commit.conflicts)
+        requests = CounterMetricFamily("tollgate_etcd_requests", "Requests this node sent to etcd, by call "
+                                       "(kv/txn: a txn that writes; kv/range: a quorum read, such as the read "
+                                       "barrier's).", labels=["call"])
+        for call, count in sorted(self._etcd.requests.items()):
+            requests.add_metric([call], count)
+        yield requests
 
 
 class _ControllerCollector:

@@ -240,3 +240,6 @@ async def test_a_write_that_met_another_nodes_runs_again_and_is_counted(etcd: Et
         assert {theirs["id"], outcome["row"]["id"]} <= service_ids(a)
         exposition = generate_latest(a.metrics.registry).decode()
         assert "tollgate_cluster_write_conflicts_total 1.0" in exposition
+        # Both of a's tries went to etcd as txns, and its read barrier and replica asked for the rest.
+        txns = a.cluster.etcd.requests["kv/txn"]
+        assert txns >= 2 and f'tollgate_etcd_requests_total{{call="kv/txn"}} {float(txns)}' in exposition

@@ -162,3 +162,15 @@ async def test_reading_a_compacted_or_future_revision(etcd: EtcdCluster, client:
         await client.get(f"{prefix}k", revision=new.header.revision + 1_000_000)
     current = await client.get(f"{prefix}k", revision=new.header.revision)
     assert current is not None and current.value == b"2"
+
+
+async def test_the_client_counts_its_requests_by_call(etcd: EtcdCluster, prefix: str) -> None:
+    async with EtcdClient(etcd.endpoints) as client:
+        await client.put(f"{prefix}n", "1")
+        await client.get(f"{prefix}n")
+        await client.get(f"{prefix}n", serializable=True)
+        await client.txn([], [Put(f"{prefix}n", "2")], [])
+        await client.txn([], [Range(f"{prefix}n")], [])
+        await client.txn([], [Range(f"{prefix}n", serializable=True)], [])
+        assert client.requests == {"kv/put": 1, "kv/range": 1, "kv/range-serializable": 1, "kv/txn": 1,
+                                   "kv/txn-read": 1, "kv/txn-serializable": 1}
