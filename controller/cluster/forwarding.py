@@ -327,7 +327,6 @@ class RoutedPosture:
         return 200, msgspec.json.encode({"result": result})
 
 
-
 def _result(status: int, content: bytes) -> Any:
     """What a forwarded call's answer holds: its result, or the error the other node's engine raised."""
     try:
