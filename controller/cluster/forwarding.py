@@ -228,7 +228,9 @@ class RoutedPosture:
         """Send ``call``, signed, to ``node`` at ``address``: its status and body, or None if it was not reached
         or the connection broke before the answer."""
         pool = self._pool
-        assert pool is not None, "the forwarding connections are not running"
+        if pool is None:  # not started yet (a bootstrap write), or stopping
+            log.info("a call to another node was not sent: the internal channel is not running", extra={"node": node})
+            return None
         scheme, host, port, base = split_url(address)
         body = msgspec.json.encode(call)
         stamp = repr(time.time())

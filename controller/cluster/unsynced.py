@@ -74,6 +74,7 @@ class UnsyncedGuard:
                 os.fsync(descriptor)
             finally:
                 os.close(descriptor)
+            _fsync_directory(self.store_path)  # a rebuilt replica's file was renamed in
         self.file.unlink(missing_ok=True)
         _fsync_directory(self.store_path.parent)
 
@@ -85,19 +86,24 @@ def guard_file(store_path: Path) -> Path:
 
 def arm(store_path: Path, boot: str | None) -> UnsyncedGuard | None:
     """Prepare the replica at ``store_path`` to be written without fsync in boot ``boot``: discard it if a guard
-    names another boot (the machine went down while it was open), then write the guard for ``boot``. None (nothing
-    done) when ``boot`` is None: the replica must stay synced."""
-    if boot is None:
-        return None
+    names another boot (the machine went down while it was open), then write the guard for ``boot``. When ``boot``
+    is None the replica must stay synced: None, after discarding a replica any guard was left on (whether the
+    machine restarted since cannot be told)."""
     guard = guard_file(store_path)
     store_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        armed_in = guard.read_text(encoding="ascii").strip()
+        armed_in: str | None = guard.read_text(encoding="ascii").strip()
     except FileNotFoundError:
-        armed_in = boot
-    if armed_in != boot:
+        armed_in = None
+    if armed_in is not None and armed_in != boot:
         log.warning("the machine restarted while the replica was written without fsync: discarding it to rebuild "
                     "it from etcd", extra={"replica": str(store_path)})
-        shutil.rmtree(store_path, ignore_errors=True)
+        if store_path.exists():
+            shutil.rmtree(store_path)  # a failure stops the start: a half-removed replica must not be served
+        if boot is None:
+            guard.unlink()
+            _fsync_directory(store_path.parent)
+    if boot is None:
+        return None
     _write_durably(guard, boot)
     return UnsyncedGuard(store_path, boot)

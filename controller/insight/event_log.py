@@ -5,8 +5,8 @@ Events are kept in rows of the internal kind :data:`EVENTS_KIND`, one row per wr
 event written as 20 decimal digits (so that key order is id order), holding the write's events as compact facts
 (``controller/insight/kept.py``): the write encodes them once, in one call, and readers render each event's JSON.
 Where writes are replicated (the store records write sets), the writes of one batch share a row instead: each
-appends its events to the row an earlier write of the batch put, so that the batch ships one event row to etcd,
-not one per write.
+appends its events to the row an earlier write of the batch put (up to :data:`SHARED_ROW_BYTES`), so that the batch
+ships one event row to etcd, not one per write.
 Ids come from the last row, which the same transaction reads (its key and its count of events give the last id,
 and trimming never deletes it), so they increase by one with no gap, a write that rolls back takes its ids along,
 a restart continues after the last, and replicated rows keep one global order. The log keeps about the last
@@ -36,6 +36,9 @@ EVENTS_KIND = "events"
 LAYOUTS = (KindLayout(EVENTS_KIND),)
 """The storage layouts of the log's kinds (no index: rows are put raw)."""
 TRIM_BATCH = 256
+SHARED_ROW_BYTES = 16 * 1024
+"""The largest row the writes of one batch share: each write puts the row again whole (and its write set keeps a
+copy until the batch ships), so a batch with more events starts further rows."""
 """The store keeps the last ``keep`` events, and at most this many older ones until the next trim."""
 
 
@@ -67,7 +70,8 @@ class EventLog:
         before = 0 if newest is None else int(newest[0]) + row_count(newest[1]) - 1
         last = before + len(derived)
         row = encode_row(format_time(ctx.now), self.source_id, derived)
-        if newest is not None and txn.batch_wrote(EVENTS_KIND, newest[0]):
+        if (newest is not None and len(newest[1]) + len(row) <= SHARED_ROW_BYTES
+                and txn.batch_wrote(EVENTS_KIND, newest[0])):
             own = int(newest[0])  # an earlier write of this batch put the last row: its events join it
             txn.put_raw(EVENTS_KIND, newest[0], append_segment(newest[1], row))
         else:
@@ -85,7 +89,7 @@ class EventLog:
         if self.hub.subscribers:
             first, row = cast(tuple[int, bytes], recorded)
             events = row_events(first, row)
-            self._published = events[-1].id
+            self._published = max(self._published, events[-1].id)
             self.hub.publish(events)
 
     def replicated(self, rows: Iterable[tuple[str, bytes]]) -> None:
@@ -96,7 +100,7 @@ class EventLog:
             events = [event for key, data in sorted(rows) for event in row_events(int(key), data)
                       if event.id > self._published]
             if events:
-                self._published = events[-1].id
+                self._published = max(self._published, events[-1].id)
                 self.hub.publish(events)
 
     def trim(self, ctx: WriteContext) -> int:

@@ -97,7 +97,7 @@ async def test_open_loop_offers_every_request_in_turn_to_each_server() -> None:
     result = await _servers([0.0, 0.0], seen, lambda urls: open_loop(urls, requests, rate=200, seconds=0.5,
                                                                      connections=2))
     assert result.requests == 100 and result.failed == 0 and result.statuses == {200: 100}
-    assert seen[0][:2] == ["/r/0", "/r/2"] and seen[1][:2] == ["/r/1", "/r/3"]
+    assert set(seen[0]) == {"/r/0", "/r/2"} and set(seen[1]) == {"/r/1", "/r/3"}
     assert len(seen[0]) == len(seen[1]) == 50
 
 

@@ -243,7 +243,7 @@ async def test_a_policy_change_is_answered_once_the_other_nodes_have_re_checked(
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(change)
-            await trio.sleep(1.0)  # less than a replica's wait for a revision (REPLICA_WAIT)
+            await trio.sleep(0.5)  # less than a replica's wait before it restarts its watch (a second)
             assert not answered, "answered before the node hosting the user re-checked"
             commit.enqueue = hand_over  # type: ignore[method-assign]
             for update in held:

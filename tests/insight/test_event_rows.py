@@ -6,13 +6,14 @@ from __future__ import annotations
 import trio
 
 from controller.insight import EVENTS_KIND, kept_events
-from controller.insight.kept import append_segment, encode_row, row_count, row_events
+from controller.insight.event_log import SHARED_ROW_BYTES
+from controller.insight.kept import append_segment, encode_row, event_key, row_count, row_events
 from controller.model.events import MFA, Event
 from controller.runtime.composition import Controller
 
 
-def _failed(index: int) -> tuple[str, str, dict[str, object]]:
-    return (MFA, "failed", {"identity_id": f"i{index}", "api_session_id": "a", "operation": "verify",
+def _failed(index: int, padding: str = "") -> tuple[str, str, dict[str, object]]:
+    return (MFA, "failed", {"identity_id": f"i{index}{padding}", "api_session_id": "a", "operation": "verify",
                             "reason": "MFA_INVALID_TOKEN", "locked_out": False})
 
 
@@ -46,16 +47,37 @@ async def test_the_writes_of_one_batch_share_a_row_where_writes_are_recorded(con
             for index in range(20):
                 nursery.start_soon(controller.domain.record, Event(*_failed(index)))
         published = await subscription.receive()
-    rows = _rows(controller)
-    assert len(rows) < rows_before + 20  # fewer rows than writes
+    assert len(_rows(controller)) < rows_before + 20  # fewer rows than writes
     with controller.store.read() as txn:
         kept = [event for event in kept_events(txn) if event.fields["namespace"] == MFA]
     assert sorted(event.fields["identity_id"] for event in kept) == sorted(f"i{index}" for index in range(20))
     ids = [event.id for event in kept]
     assert ids == list(range(ids[0], ids[0] + 20))
     assert [event.id for event in published if event.fields["namespace"] == MFA] == ids  # each once, in order
-    # The last row, shipped again to another node (a batch's later txn puts it again): nothing is published twice.
+    # Another node's row, then the same row again, longer (its batch's later txn put it again): each event once.
+    first = ids[-1] + 1
+    stamp = "2026-01-01T00:00:00.000Z"
+    shorter = encode_row(stamp, "other-node", [_failed(100), _failed(101)])
+    longer = append_segment(shorter, encode_row(stamp, "other-node", [_failed(102)]))
     with hub.subscribe() as again:
-        controller.event_log.replicated([rows[-1]])
-        await controller.domain.record(Event(*_failed(99)))
-        assert [event.fields["identity_id"] for event in await again.receive()] == ["i99"]
+        controller.event_log.replicated([(event_key(first), shorter)])
+        controller.event_log.replicated([(event_key(first), longer)])
+        received = await again.receive()
+    assert [(event.id, event.fields["identity_id"]) for event in received] == [
+        (first, "i100"), (first + 1, "i101"), (first + 2, "i102")]
+
+
+async def test_a_batch_with_more_events_than_a_shared_row_holds_starts_further_rows(controller: Controller) -> None:
+    controller.store.record_writes = True
+    padding = "x" * 1000
+    before = {key for key, _ in _rows(controller)}
+    async with trio.open_nursery() as nursery:  # one group commit of about 40 KB of events
+        for index in range(40):
+            nursery.start_soon(controller.domain.record, Event(*_failed(index, padding)))
+    new = [(key, data) for key, data in _rows(controller) if key not in before]
+    assert len(new) >= 3 and all(len(data) <= SHARED_ROW_BYTES for _, data in new)
+    with controller.store.read() as txn:
+        kept = [event for event in kept_events(txn) if event.fields["namespace"] == MFA]
+    ids = [event.id for event in kept]
+    assert ids == list(range(ids[0], ids[0] + 40))
+    assert sorted(str(event.fields["identity_id"]) for event in kept) == sorted(f"i{i}{padding}" for i in range(40))
