@@ -24,7 +24,7 @@ from controller.insight.kept import KeptEvent
 from controller.model.events import NAMESPACES
 from storage.store import ReadTxn
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "EventFilter", "EventPage", "page", "paging_numbers"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "EventFilter", "EventPage", "page", "paging_numbers", "resume_after"]
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -152,3 +152,21 @@ def paging_numbers(args: Mapping[str, Any]) -> tuple[int | None, int | None, int
         values.append(number)
     after, before, limit = values
     return after, before, DEFAULT_LIMIT if limit is None else limit
+
+
+def resume_after(header: str | None, query: list[str]) -> int | None:
+    """The event id a stream resumes after: the ``Last-Event-ID`` header (what a reconnecting browser sends) or
+    else the ``lastEventId`` query parameter, None when neither is given. Every value given must be one event id
+    (a non-negative integer), the one not used as well.
+
+    Raises:
+        ApiError: COULD_NOT_VALIDATE, naming the value that is not an event id, or a repeated query parameter.
+    """
+    if len(query) > 1:
+        raise ApiError("COULD_NOT_VALIDATE", field_cause("lastEventId", "must be given at most once", query))
+    given = [("Last-Event-ID", header), ("lastEventId", query[0] if query else None)]
+    found = [(name, value) for name, value in given if value not in (None, "")]
+    for name, value in found:
+        if not str(value).isdigit():
+            raise ApiError("COULD_NOT_VALIDATE", field_cause(name, "must be an event id", value))
+    return int(str(found[0][1])) if found else None

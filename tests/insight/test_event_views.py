@@ -74,6 +74,17 @@ async def test_bad_event_queries_are_refused(admin: Api) -> None:
         assert (reply.status, reply.error["code"], reply.error["cause"]["field"]) == (400, code, field), query
 
 
+async def test_a_stream_refuses_resume_ids_that_are_not_event_ids(admin: Api) -> None:
+    """Every resume id given is checked, the one not used as well (the header wins over the query)."""
+    for headers, query, field in (({"Last-Event-ID": "0"}, {"lastEventId": "null"}, "lastEventId"),
+                                  ({"Last-Event-ID": "x"}, None, "Last-Event-ID"),
+                                  (None, {"lastEventId": "-1"}, "lastEventId"),
+                                  (None, {"lastEventId": ["1", "2"]}, "lastEventId")):
+        reply = await admin.get("/events/stream", headers=headers, query=query)
+        assert (reply.status, reply.error["code"], reply.error["cause"]["field"]) == (
+            400, "COULD_NOT_VALIDATE", field), (headers, query)
+
+
 async def test_events_off_records_nothing(tmp_path: Path, nursery: trio.Nursery) -> None:
     controller = await start_controller(make_settings(tmp_path, events=False), nursery)
     admin = await Api(create_app(controller), controller=controller).login(ADMIN_USERNAME, ADMIN_PASSWORD)

@@ -26,9 +26,9 @@ import trio
 from jinja2 import Template
 from quart import Blueprint, Response, current_app, request
 
-from controller.errors import ApiError, field_cause
 from controller.insight import EventFilter, KeptEvent
 from controller.insight.follow import QUIET, EventFollower, Gap
+from controller.insight.query import resume_after
 from controller.runtime.composition import Controller
 from web.console.event_rows import describe
 from web.console.guard import current
@@ -40,12 +40,7 @@ RATES_SECONDS = 1.0
 
 
 def _resume() -> int | None:
-    value = request.headers.get("Last-Event-ID") or request.args.get("lastEventId")
-    if value in (None, ""):
-        return None
-    if not str(value).isdigit():
-        raise ApiError("COULD_NOT_VALIDATE", field_cause("lastEventId", "must be an event id", value))
-    return int(str(value))
+    return resume_after(request.headers.get("Last-Event-ID"), request.args.getlist("lastEventId"))
 
 
 def _data(event: str, text: str, event_id: int | None = None) -> bytes:

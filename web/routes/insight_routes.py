@@ -19,11 +19,11 @@ import msgspec
 import trio
 from quart import Blueprint, Response, request
 
-from controller.errors import ApiError, field_cause
 from controller.insight import EventFilter, KeptEvent, page, paging_numbers
 from controller.insight.access_explained import explain_identity_access
 from controller.insight.catalog import ACCESS_EXPLANATION, EVENT
 from controller.insight.follow import QUIET, EventFollower, Gap
+from controller.insight.query import resume_after
 from controller.runtime.composition import Controller
 from web.envelope import ok
 from web.guards import Access, current_session
@@ -53,16 +53,7 @@ def _filter() -> EventFilter:
 
 
 def _resume_id() -> int | None:
-    value = request.headers.get("Last-Event-ID") or request.args.get("lastEventId")
-    if value is None or value == "":
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise ApiError("COULD_NOT_VALIDATE", field_cause("Last-Event-ID", "must be an event id", value)) from None
-    if number < 0:
-        raise ApiError("COULD_NOT_VALIDATE", field_cause("Last-Event-ID", "must be an event id", value))
-    return number
+    return resume_after(request.headers.get("Last-Event-ID"), request.args.getlist("lastEventId"))
 
 
 def _frames(items: list[KeptEvent | Gap]) -> bytes:
