@@ -183,11 +183,8 @@ async def _python_load(base_url: str, requests: Sequence[Request], connections: 
                 r = requests[index % len(requests)]
                 index += 1
                 sent = time.perf_counter()
-                await stream.send_all(_encode(conn, host, port, r))
-                status = await _read_response(stream, conn)
+                await _exchange(stream, conn, host, port, r, statuses)
                 latencies.append(time.perf_counter() - sent)
-                statuses[status] = statuses.get(status, 0) + 1
-                conn.start_next_cycle()
 
     async with trio.open_nursery() as nursery:
         for c in range(connections):
@@ -232,11 +229,8 @@ async def _open_loop(base_urls: list[str], requests: Sequence[Request], rate: fl
         task_status.started()
         async with stream:
             async for due, r in receive:
-                await stream.send_all(_encode(conn, host, port, r))
-                status = await _read_response(stream, conn)
+                await _exchange(stream, conn, host, port, r, statuses)
                 latencies.append(time.perf_counter() - due)
-                statuses[status] = statuses.get(status, 0) + 1
-                conn.start_next_cycle()
 
     async with trio.open_nursery() as nursery:
         for url, (_send, receive) in zip(base_urls, queues, strict=True):
@@ -250,6 +244,15 @@ async def _open_loop(base_urls: list[str], requests: Sequence[Request], rate: fl
     failed = total - len(latencies) + sum(n for s, n in statuses.items() if not 200 <= s < 400)
     return LoadResult("open-loop", len(latencies), seconds, len(latencies) / seconds,
                       percentile(latencies, 50) * 1e3, percentile(latencies, 99) * 1e3, failed, statuses)
+
+
+async def _exchange(stream: trio.SocketStream, conn: h11.Connection, host: str, port: int, r: Request,
+                    statuses: dict[int, int]) -> None:
+    """Send ``r`` on a keep-alive connection and read its answer whole, counting the answer's status."""
+    await stream.send_all(_encode(conn, host, port, r))
+    status = await _read_response(stream, conn)
+    statuses[status] = statuses.get(status, 0) + 1
+    conn.start_next_cycle()
 
 
 def _encode(conn: h11.Connection, host: str, port: int, r: Request) -> bytes:

@@ -18,6 +18,7 @@ changes go to :meth:`subscribe`'s listeners. A rebuilt replica is swapped in the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -144,22 +145,15 @@ class ReplicatedCommit:
 
     @asynccontextmanager
     async def _serving(self) -> AsyncIterator[None]:
-        with self._store.held_writes():
-            if not self._store.synced:
-                # A commit that waits for no disk costs less than two thread hops: begun and committed on the Trio
-                # thread (LMDB binds a write transaction's lock to the thread that began it, always this one).
-                self._running = True
-                try:
-                    yield
-                finally:
-                    self._running = False
-                return
-            with PinnedThread("lmdb-writer") as thread:
-                self._thread, self._running = thread, True
-                try:
-                    yield
-                finally:
-                    self._thread, self._running = None, False
+        # A commit that waits for no disk costs less than two thread hops: begun and committed on the Trio thread
+        # (LMDB binds a write transaction's lock to the thread that began it, always this one).
+        pinned = PinnedThread("lmdb-writer") if self._store.synced else contextlib.nullcontext()
+        with self._store.held_writes(), pinned as thread:
+            self._thread, self._running = thread, True
+            try:
+                yield
+            finally:
+                self._thread, self._running = None, False
 
     async def commit(self, batch: Sequence[Queued], answer: Answer) -> None:
         # Shielded: a batch taken from the queue is carried through (its deadline bounds it) and answered.

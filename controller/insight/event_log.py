@@ -67,7 +67,7 @@ class EventLog:
             return None
         txn, keep = ctx.txn, self.keep
         newest = txn.last_raw(EVENTS_KIND)
-        before = 0 if newest is None else int(newest[0]) + row_count(newest[1]) - 1
+        before = _last_id_of(newest)
         last = before + len(derived)
         row = encode_row(format_time(ctx.now), self.source_id, derived)
         if (newest is not None and len(newest[1]) + len(row) <= SHARED_ROW_BYTES
@@ -108,7 +108,7 @@ class EventLog:
         newest = ctx.txn.last_raw(EVENTS_KIND)
         if newest is None:
             return 0
-        last = int(newest[0]) + row_count(newest[1]) - 1
+        last = _last_id_of(newest)
         bound = min(last - self.keep, int(newest[0]) - 1)  # never the last row: ids go on from it
         return ctx.txn.delete_raw_through(EVENTS_KIND, event_key(bound)) if bound > 0 else 0
 
@@ -116,8 +116,12 @@ class EventLog:
 def latest_id(txn: ReadTxn) -> int:
     """The id of the last event ever recorded (0 before the first): the last row's first id plus its other events.
     One row always stays, so no counter of its own is written (each write dirties one page less)."""
-    last = txn.last_raw(EVENTS_KIND)
-    return 0 if last is None else int(last[0]) + row_count(last[1]) - 1
+    return _last_id_of(txn.last_raw(EVENTS_KIND))
+
+
+def _last_id_of(row: tuple[str, bytes] | None) -> int:
+    """The id of the last event of the row ``(key, data)`` (0 for no row)."""
+    return 0 if row is None else int(row[0]) + row_count(row[1]) - 1
 
 
 def oldest_id(txn: ReadTxn) -> int | None:

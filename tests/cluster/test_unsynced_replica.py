@@ -65,12 +65,17 @@ def test_a_replica_left_open_when_the_machine_went_down_is_discarded(tmp_path: P
     assert guard_file(path).read_text() == "boot-2"
 
 
-def test_a_replica_closed_cleanly_survives_a_restart_of_the_machine(tmp_path: Path) -> None:
-    path = tmp_path / "db"
-    guard = arm(path, "boot-1")
+def _closed_cleanly(path: Path, boot: str) -> None:
+    """A replica written without fsync in ``boot`` and closed cleanly."""
+    guard = arm(path, boot)
     assert guard is not None
     _replica_with_a_row(path)
     guard.disarm()
+
+
+def test_a_replica_closed_cleanly_survives_a_restart_of_the_machine(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    _closed_cleanly(path, "boot-1")
     assert not guard_file(path).exists()
     assert arm(path, "boot-2") is not None
     assert _holds_the_row(path)
@@ -78,10 +83,7 @@ def test_a_replica_closed_cleanly_survives_a_restart_of_the_machine(tmp_path: Pa
 
 def test_without_a_boot_id_nothing_is_armed_and_a_replica_left_unsynced_is_discarded(tmp_path: Path) -> None:
     path = tmp_path / "db"
-    guard = arm(path, "boot-1")
-    assert guard is not None
-    _replica_with_a_row(path)
-    guard.disarm()
+    _closed_cleanly(path, "boot-1")
     assert arm(path, None) is None
     assert _holds_the_row(path)  # closed cleanly: kept
     arm(path, "boot-1")
