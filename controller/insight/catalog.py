@@ -73,7 +73,7 @@ EVENT_TYPES: dict[str, tuple[str, dict[str, str]]] = {
         "identity_id": "the identity", "session_id": "the session", "api_session_id": "its API session",
         "service_id": "the service", "session_type": "Dial or Bind",
         "cause": "code: postureCheckFailed, mfaTimeout (at: the timeout's instant), mfaGraceEnded (event, at: the "
-                 "grace's end), mfaRemoved, noPolicy (reason: policyChange or roleChange), identityDisabled, "
+                 "grace's end), mfaRemoved, noPolicy (reason: policyChange, roleChange or adopted), identityDisabled, "
                  "identityLockedOut, apiSessionDeleted, deleted (by); checks: the failing checks"}),
 }
 FAILING_CHECK: dict[str, str] = {

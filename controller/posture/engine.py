@@ -23,6 +23,7 @@ from controller.posture import machine
 from controller.posture.identity_actor import IdentityBehavior, LiveIdentity
 from controller.posture.machine import SessionRef
 from controller.posture.messages import (
+    ADOPTED,
     ApiSessionEnded,
     ApiSessionStarted,
     CreateSession,
@@ -93,7 +94,13 @@ class PostureEngine:
 
     def adopt(self, select: Callable[[str], bool]) -> None:
         """Host the identities ``select`` accepts from their stored state: re-arm each one's deadline at the same
-        wall-clock instant (one already past fires at once) and deliver every MFA removal not yet handled."""
+        wall-clock instant (one already past fires at once), deliver every MFA removal not yet handled, and have
+        every one holding API sessions re-check them (``Reevaluate("adopted")``).
+
+        The re-check is what makes a committed change of policies, checks or roles take effect whatever happened to
+        its re-checks: the previous host (this process before a crash, or the node that held the shard) may have
+        stopped before it revoked what the change takes away. Re-checking sessions the rules still grant changes
+        nothing."""
         with self.domain.store.read() as txn:
             for identity_id, data in txn.scan_raw(STATE_KIND):
                 if select(identity_id):
@@ -103,6 +110,10 @@ class PostureEngine:
             pending = [str(row["id"]) for row in txn.scan(PENDING_KIND) if select(str(row["id"]))]
         for identity_id in pending:
             self.actors.post(identity_id, MfaRemoved())
+        recheck = Reevaluate(ADOPTED)
+        for identity_id in self._live_identities():
+            if select(identity_id):
+                self.actors.post(identity_id, recheck)
 
     def release(self, select: Callable[[str], bool]) -> int:
         """Stop hosting the identities ``select`` accepts (another node does from now on): their actors stop, what

@@ -14,7 +14,11 @@ from typing import Any
 
 from actors.live_actors import OneShot
 
+ADOPTED = "adopted"
+"""The reason of the re-check an identity's actor makes when a host adopts it (at start, or when its shard moves)."""
+
 __all__ = [
+    "ADOPTED",
     "ApiSessionEnded",
     "ApiSessionStarted",
     "CreateSession",
@@ -78,7 +82,8 @@ class DeadlineReached:
 class Reevaluate:
     """Policies, posture checks or the identity itself changed: work out again what the identity may use, and check
     every session again. ``reason`` names what changed, for the causes of revocations: ``policyChange`` (a kind
-    that shapes access) or ``roleChange`` (the identity's own roles)."""
+    that shapes access), ``roleChange`` (the identity's own roles) or :data:`ADOPTED` (the actor started on this
+    host and checks what a change its previous host did not finish may take away)."""
 
     reason: str = "policyChange"
 

@@ -72,7 +72,8 @@ def would_deny(identity_id: str, api_session_id: str, service_id: str, session_t
 def revocation_cause(plan: AccessPlan | None, verdicts: list[int] | None, data: PostureData, mfa: MfaState | None,
                      now: float, *, expired: bool, mfa_removed: bool, reason: str) -> tuple[Any, ...]:
     """Why a re-check revokes a session, in compact form (:func:`expand_cause` words it): no policy of its type
-    links it any more (``noPolicy``, after a change of ``reason``: ``policyChange`` or ``roleChange``), or its
+    links it any more (``noPolicy``, after a change of ``reason``: ``policyChange`` or ``roleChange``, or found by
+    the host that ``adopted`` the identity), or its
     policies' enforced checks fail (by ``verdicts``, from ``AccessPlan.evaluate``). An elapsed MFA timeout comes
     first (``mfaTimeout``, ``at`` its instant: the MFA pass plus ``timeoutSeconds``); then any other failing check
     (``postureCheckFailed``); then MFA alone: a wake/unlock grace that ran out (``mfaGraceEnded``, ``at`` its end),

@@ -9,8 +9,9 @@ from typing import Any
 import trio
 
 from controller.clock import Clock, format_time
-from controller.data.write_path import create_row
+from controller.data.write_path import create_row, delete_row
 from controller.errors import ApiError
+from controller.insight import kept_events, latest_id
 from controller.model.spec import WriteContext
 from controller.posture.messages import MfaPassed, PostureReported
 from controller.runtime.composition import Controller
@@ -137,5 +138,42 @@ async def test_restart_keeps_the_deadline(tmp_path: Path, autojump_clock: trio.t
         await trio.testing.wait_all_tasks_blocked()
         with restarted.store.read() as txn:
             assert not txn.exists("sessions", session["id"])
+        second_run.cancel_scope.cancel()
+    restarted.close()
+
+
+async def test_a_restart_revokes_what_a_change_took_away_before_its_re_checks_were_made(
+        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    """A policy deleted, and the process stopped before any actor re-checked (the engine is told of nothing): at the
+    next start the identity's actor re-checks its sessions as it is adopted and revokes the one no policy grants any
+    more, naming why."""
+    settings = make_settings(tmp_path)
+    async with trio.open_nursery() as first_run:
+        controller = await start_controller(settings, first_run)
+        net = await build_network(controller, 1)
+        identity, api_session = net["people"][0]
+        controller.engine.post(identity, PostureReported(api_session, (
+            {"id": "c", "typeId": "MAC", "macAddresses": [GOOD_MAC]},)))
+        session = await ask_session(controller, identity, api_session, net["mac"])
+        assert isinstance(session, dict)
+        controller.engine.changes_committed = lambda changes: None  # type: ignore[method-assign]
+        with controller.store.read() as txn:
+            [policy] = [row["id"] for row in txn.scan("service-policies") if row["name"] == "p-mac"]
+        await controller.domain.write(lambda ctx: delete_row(ctx, controller.registry["service-policies"], policy))
+        await trio.testing.wait_all_tasks_blocked()
+        with controller.store.read() as txn:
+            assert txn.exists("sessions", session["id"])  # nothing re-checked: a crash could come now
+            before = latest_id(txn)
+        first_run.cancel_scope.cancel()
+    controller.close()
+    async with trio.open_nursery() as second_run:
+        restarted = await start_controller(settings, second_run)
+        await trio.testing.wait_all_tasks_blocked()
+        with restarted.store.read() as txn:
+            assert not txn.exists("sessions", session["id"])
+            revoked = [dict(event.fields) for event in kept_events(txn, before + 1)
+                       if event.fields["event_type"] == "revoked"]
+        assert [(event["session_id"], event["cause"]) for event in revoked] == [
+            (session["id"], {"code": "noPolicy", "reason": "adopted"})]
         second_run.cancel_scope.cancel()
     restarted.close()
