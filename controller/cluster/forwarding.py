@@ -20,10 +20,12 @@ say). The channel's connections are kept alive (``controller/etcd/connection.py`
 
 **Re-checks elsewhere.** A write that makes identities re-check their sessions (a policy, a posture check, an
 identity's roles) is answered once every node has: the node that committed it waits for its own actors, then sends
-``settle`` (no identity; the write's revision, and which identities, or every live one) to every other live node,
-which applies up to that revision (its actors are told of the write then) and answers once the identities it hosts
-have re-checked, durably (:meth:`RoutedPosture.recheck_elsewhere`). A node that does not answer in time is logged and
-not waited for: its successor hosts its identities.
+``settle`` (no identity; the write's revision, and which identities, or every live one) to the other nodes holding
+the shards concerned. Each applies up to that revision (its actors are told of the write then) and answers, once
+the identities it hosts have re-checked, durably, with the shards it hosted throughout. A shard whose holder stopped,
+died or handed it on meanwhile is asked again of its next holder, which re-checked the identities it adopted
+(:meth:`RoutedPosture.recheck_elsewhere`). What is not settled within :attr:`RoutedPosture.within` is logged and not
+waited for.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import trio
 
 from controller.cluster.membership import Membership
 from controller.cluster.ownership import ShardOwnership
+from controller.cluster.shards import SHARDS, shard_of
 from controller.data.commit_step import ConditionFailed
 from controller.errors import ApiError, nested_cause
 from controller.etcd import CallBroken, ConnectFailed, ConnectionPool, split_url
@@ -244,30 +247,69 @@ class RoutedPosture:
     # -- re-checks on the other nodes -----------------------------------------------------------------------------
 
     def recheck_elsewhere(self, identity_ids: frozenset[str] | None) -> Callable[[], Awaitable[None]]:
-        """The engine's :class:`~controller.posture.service.RechecksElsewhere`: the barrier that asks every other
-        live node to settle the write just committed (this node's replica holds it: its position names it)."""
+        """The engine's :class:`~controller.posture.service.RechecksElsewhere`: the barrier that has every shard the
+        write just committed concerns (those of ``identity_ids``; None: every one) settled by the node holding it.
+
+        Called as this node's engine posts its own re-checks: the shards this node holds now, and still holds once
+        the engine has waited for them, are settled by then. Every other shard's holder is sent ``settle`` and
+        answers with the shards it hosted throughout. A shard left unsettled (its holder stopped, died or handed it
+        on) is asked again of its next holder once it has one, which re-checked what it adopted
+        (``PostureEngine.adopt``), until :attr:`within` is spent."""
+        here = self._ownership.holdings()
+
         async def barrier() -> None:
             identities = None if identity_ids is None else sorted(identity_ids)
             call = _Call(_SETTLE, "", {"identities": identities}, self._causality.position)
+            kept = self._ownership.holdings()
+            todo = set(range(SHARDS)) if identity_ids is None else {shard_of(i) for i in identity_ids}
+            todo -= {shard for shard, claim in here.items() if kept.get(shard) is claim}
             with trio.move_on_after(self.within) as waited:
-                async with trio.open_nursery() as nursery:
-                    for name, record in self._membership.live().items():
-                        if name != self._ownership.name:
-                            nursery.start_soon(self._settle_at, name, record.internal_address, call)
+                await self._settle_shards(call, todo)
             if waited.cancelled_caught:
-                log.warning("another node did not settle a write's re-checks in time",
-                            extra={"revision": call.revision})
+                log.warning("a write's re-checks were not all settled in time",
+                            extra={"revision": call.revision, "shards": sorted(todo)})
 
         return barrier
 
-    async def _settle_at(self, node: str, address: str, call: _Call) -> None:
-        reply = await self._send(node, address, call)
+    async def _settle_shards(self, call: _Call, todo: set[int]) -> None:
+        """Ask each holder of a shard in ``todo`` to settle ``call`` until none is left (removed as settled)."""
+        ownership = self._ownership
+        while todo:
+            asked = {shard: ownership.holder_of(shard) for shard in todo}
+            settled: set[int] = set()
+            async with trio.open_nursery() as nursery:
+                for node in {holder for holder in asked.values() if holder is not None}:
+                    nursery.start_soon(self._settle_at, node, call, settled)
+            todo -= settled
+            if todo and not settled and all(ownership.holder_of(shard) == asked[shard] for shard in todo):
+                await ownership.changed.park()  # their holders did not settle them: wait for the next ones
+
+    async def _settle_at(self, node: str, call: _Call, settled: set[int]) -> None:
+        """Have ``node`` settle ``call``; add the shards it hosted throughout to ``settled``."""
+        if node == self._ownership.name:
+            settled.update(await self._settle_hosted(call.args.get("identities")))
+            return
+        record = self._membership.live().get(node)
+        reply = await self._send(node, record.internal_address, call) if record is not None else None
         if reply is None:
             return
         try:
-            _result(*reply)
+            shards = _result(*reply)
         except ApiError as error:
             log.warning("a node did not settle a write's re-checks", extra={"node": node, "error": error.code})
+            return
+        if isinstance(shards, list):
+            settled.update(shard for shard in shards if isinstance(shard, int))
+
+    async def _settle_hosted(self, identities: Sequence[Any] | None) -> set[int]:
+        """Settle this node's identities among ``identities`` (None: every live one) once the shards it claimed
+        are adopted; the shards it hosted throughout."""
+        ownership = self._ownership
+        await ownership.claims_adopted()
+        before = ownership.holdings()
+        await self._local.settle_hosted(None if identities is None else [str(i) for i in identities])
+        after = ownership.holdings()
+        return {shard for shard, claim in before.items() if after.get(shard) is claim}
 
     async def _run_local(self, op: str, identity_id: str, args: Mapping[str, Any]) -> Any:
         local = self._local
@@ -315,9 +357,8 @@ class RoutedPosture:
         if call.op == _SETTLE:
             if self._causality.position < call.revision:  # the replica did not get there in time
                 return 200, b'{"error":{"code":"CLUSTER_UNAVAILABLE"}}'
-            identities = call.args.get("identities")
-            await self._local.settle_hosted(None if identities is None else [str(i) for i in identities])
-            return 200, b'{"result":null}'
+            shards = await self._settle_hosted(call.args.get("identities"))
+            return 200, msgspec.json.encode({"result": sorted(shards)})
         if not self._ownership.owns(call.identity_id):
             return _MOVED, b"{}"
         try:

@@ -37,6 +37,7 @@ from controller.etcd import (
     EtcdClient,
     EtcdError,
     EventType,
+    LeaseKeeper,
     Put,
 )
 
@@ -75,6 +76,8 @@ class ShardOwnership:
         self.host: ShardHost | None = None
         self._holders: dict[int, str] = {}  # shard -> the node whose key holds it
         self._mine: dict[int, Compare] = {}  # shard -> its fence (adopted: the engine hosts its identities)
+        self._claiming = 0  # claims made in etcd and not yet adopted (or given up)
+        self._adopted = trio.lowlevel.ParkingLot()  # woken when the claims under way are adopted or given up
         self._lease = 0  # the lease this node's keys are on
         self._dirty = True
         self._wake = trio.lowlevel.ParkingLot()
@@ -96,6 +99,20 @@ class ShardOwnership:
 
     def owned(self) -> list[int]:
         return sorted(self._mine)
+
+    def holdings(self) -> dict[int, object]:
+        """The shards this node hosts now, each with its claim (a shard let go and claimed again has a new one)."""
+        return dict(self._mine)
+
+    def holder_of(self, shard: int) -> str | None:
+        """The node holding ``shard``, as the watch last told (None: nobody, for now)."""
+        return self._holders.get(shard)
+
+    async def claims_adopted(self) -> None:
+        """Return once no claim this node made is still waiting to be adopted: a shard this node holds in etcd is
+        then hosted by its engine, or not held any more."""
+        while self._claiming:
+            await self._adopted.park()
 
     # -- the service --------------------------------------------------------------------------------------------
 
@@ -180,6 +197,14 @@ class ShardOwnership:
             await self._release(shard)
         if keeper.remaining(trio.current_time()) <= MARGIN:
             return  # not surely alive: the watchdog asks again once the lease is renewed
+        self._claiming += 1
+        try:
+            await self._claim_and_adopt(desired, keeper)
+        finally:
+            self._claiming -= 1
+            self._adopted.unpark_all()
+
+    async def _claim_and_adopt(self, desired: set[int], keeper: LeaseKeeper) -> None:
         claimed: dict[int, Compare] = {}
         for shard in sorted(desired - set(self._mine)):
             holder = self._holders.get(shard)

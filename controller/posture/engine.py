@@ -170,7 +170,10 @@ class PostureEngine:
 
         async def settled() -> None:
             for identity_id in identity_ids:
-                await self.settle(identity_id)
+                # Moved (in a cluster): its shard went to another node meanwhile, which re-checks it as it adopts it
+                # (and RechecksElsewhere waits for that).
+                with contextlib.suppress(Moved):
+                    await self.settle(identity_id)
 
         return settled
 
@@ -262,11 +265,12 @@ class PostureEngine:
         hosted = sorted(identity_id for identity_id in reevaluate if ownership.owns(identity_id))
         here = self.reevaluate(hosted, reason) if hosted else None
         elsewhere = self.elsewhere
-        if elsewhere is None or (not policies_changed and len(hosted) == len(reevaluate)):
+        if elsewhere is None:
             return here
         # Policies or checks changed: every node re-checks the live identities it hosts; roles changed: the nodes
-        # hosting the others do.
-        there = elsewhere(None if policies_changed else frozenset(reevaluate) - frozenset(hosted))
+        # hosting those identities do. Either way the identities whose shard leaves this node meanwhile are waited
+        # for at their next host.
+        there = elsewhere(None if policies_changed else frozenset(reevaluate))
 
         async def everywhere() -> None:
             if here is not None:

@@ -33,9 +33,10 @@ class RechecksElsewhere(Protocol):
     (``controller.cluster`` gives it; a single node hosts every identity and has none)."""
 
     def __call__(self, identity_ids: frozenset[str] | None) -> Callable[[], Awaitable[None]]:
-        """The barrier that completes once every other live node has re-checked, durably, the sessions of the
-        identities it hosts among ``identity_ids`` (None: every one holding API sessions), after applying the
-        write just committed. Nothing is sent until it is awaited."""
+        """The barrier that completes once the identities among ``identity_ids`` (None: every one holding API
+        sessions) that this node did not host when it was called have re-checked their sessions, durably, after
+        the write just committed, wherever they are hosted (by their next host, if theirs stopped meanwhile).
+        Called as this node posts its own re-checks; nothing is sent until it is awaited."""
 
 
 class PostureService(Protocol):

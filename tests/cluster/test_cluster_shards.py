@@ -259,51 +259,48 @@ async def test_the_node_taking_over_a_shard_revokes_what_a_change_took_away(etcd
                                                                            tmp_path: Path) -> None:
     """A posture check changed through b while a, which hosts the user, hears nothing of it, and a then stops before
     it re-checked: b, adopting a's shards, re-checks the user's session and revokes it, with the failing check as
-    the cause."""
+    the cause, and only then answers the change."""
     async with node(etcd, prefix, tmp_path, "b") as (b, b_url), httpx.AsyncClient(timeout=30) as http, \
             trio.open_nursery() as requests:
         answered: list[httpx.Response] = []
-        async with node(etcd, prefix, tmp_path, "a") as (a, _):
-            await settled({"a": a, "b": b})
-            admin = await _admin(http, b_url)
-            net = await _posture_network(http, b_url, admin, a)
-            reported = await http.post(f"{b_url}{CLIENT}/posture-response", headers=net.user, json={
-                "id": net.check, "typeId": "MAC", "macAddresses": ["AA:BB:CC:DD:EE:FF"]})
-            assert reported.status_code == 201, reported.text
-            granted = await http.post(f"{b_url}{CLIENT}/sessions", json={"serviceId": net.service, "type": "Dial"},
-                                      headers=net.user)
-            assert granted.status_code == 201, granted.text
-            session = granted.json()["data"]["id"]
-            assert a.cluster is not None and a.cluster.commit is not None
-            a.cluster.commit.enqueue = lambda update: None  # type: ignore[method-assign]  # a hears nothing more
+        with trio.CancelScope() as running_a:
+            async with node(etcd, prefix, tmp_path, "a") as (a, _):
+                await settled({"a": a, "b": b})
+                admin = await _admin(http, b_url)
+                net = await _posture_network(http, b_url, admin, a)
+                reported = await http.post(f"{b_url}{CLIENT}/posture-response", headers=net.user, json={
+                    "id": net.check, "typeId": "MAC", "macAddresses": ["AA:BB:CC:DD:EE:FF"]})
+                assert reported.status_code == 201, reported.text
+                granted = await http.post(f"{b_url}{CLIENT}/sessions", json={"serviceId": net.service, "type": "Dial"},
+                                          headers=net.user)
+                assert granted.status_code == 201, granted.text
+                session = granted.json()["data"]["id"]
+                assert a.cluster is not None and a.cluster.commit is not None
+                a.cluster.commit.enqueue = lambda update: None  # type: ignore[method-assign]  # a hears nothing more
 
-            async def change() -> None:
-                answered.append(await http.patch(f"{b_url}{MGMT}/posture-checks/{net.check}", headers=admin,
-                                                 json={"typeId": "MAC", "macAddresses": ["11-22-33-44-55-66"]}))
+                async def change() -> None:
+                    answered.append(await http.patch(f"{b_url}{MGMT}/posture-checks/{net.check}", headers=admin,
+                                                     json={"typeId": "MAC", "macAddresses": ["11-22-33-44-55-66"]}))
 
-            requests.start_soon(change)
-            with b.store.read() as txn:
-                before = latest_id(txn)
-
-            def committed() -> bool:
+                requests.start_soon(change)
                 with b.store.read() as txn:
-                    row = txn.get("posture-checks", net.check)
-                return row is not None and row["macAddresses"] == ["11-22-33-44-55-66"]
+                    before = latest_id(txn)
 
-            await until(committed)  # b waits for a's re-checks now, and a stops without making them
-            assert not answered
-            with a.store.read() as txn:
-                assert txn.exists("sessions", session)
-        await settled({"b": b})
+                def committed() -> bool:
+                    with b.store.read() as txn:
+                        row = txn.get("posture-checks", net.check)
+                    return row is not None and row["macAddresses"] == ["11-22-33-44-55-66"]
 
-        def revoked() -> bool:
-            with b.store.read() as txn:
-                return not txn.exists("sessions", session)
-
-        await until(revoked)
+                await until(committed)  # b waits for a's re-checks now
+                assert not answered
+                with a.store.read() as txn:
+                    assert txn.exists("sessions", session)
+                running_a.cancel()  # a stops at once, before it made them (its shards are let go as it stops)
         await until(lambda: bool(answered))
         assert answered[0].status_code == 200, answered[0].text
+        assert owned(b) == set(range(SHARDS))
         with b.store.read() as txn:
+            assert not txn.exists("sessions", session)
             events = [dict(event.fields) for event in kept_events(txn, before + 1)
                       if event.fields["event_type"] == "revoked"]
         assert [(event["session_id"], event["cause"]["code"]) for event in events] == [
