@@ -346,7 +346,9 @@ class RoutedPosture:
     async def serve(self, signature: str | None, body: bytes) -> tuple[int, bytes]:
         """Answer a forwarded call, once this node's replica holds the revision it names: its status and JSON body
         (401 unsigned, 409 when this node does not host the identity, else 200 with the result or the error the
-        engine gave). The general read barrier is not needed before it (web/app.py skips it)."""
+        engine gave). A ``settle`` answers the shards hosted throughout, or ``CLUSTER_UNAVAILABLE`` when the replica
+        did not reach the revision or the identities did not settle within :attr:`within` (the sender waits no
+        longer). The general read barrier is not needed before it (web/app.py skips it)."""
         if not self.verified(signature, body):
             return 401, b'{"error":{"code":"UNAUTHORIZED"}}'
         try:
@@ -357,8 +359,10 @@ class RoutedPosture:
         if call.op == _SETTLE:
             if self._causality.position < call.revision:  # the replica did not get there in time
                 return 200, b'{"error":{"code":"CLUSTER_UNAVAILABLE"}}'
-            shards = await self._settle_hosted(call.args.get("identities"))
-            return 200, msgspec.json.encode({"result": sorted(shards)})
+            with trio.move_on_after(self.within):  # as long as the sender waits, not longer
+                shards = await self._settle_hosted(call.args.get("identities"))
+                return 200, msgspec.json.encode({"result": sorted(shards)})
+            return 200, b'{"error":{"code":"CLUSTER_UNAVAILABLE"}}'
         if not self._ownership.owns(call.identity_id):
             return _MOVED, b"{}"
         try:

@@ -241,7 +241,12 @@ class ConnectionPool:
             return answer
 
     async def aclose(self) -> None:
+        """Close every idle connection, each at once; all of them even when the caller is cancelled (shielded: a
+        cancellation would otherwise end the loop after the first one and leave the others open). Connections in
+        use close as their calls end."""
         self._closed = True
-        for idle in self._idle.values():
-            while idle:
-                await idle.pop().aclose()
+        connections = [connection for idle in self._idle.values() for connection in idle]
+        self._idle.clear()
+        with trio.CancelScope(shield=True):
+            for connection in connections:
+                await connection.aclose()

@@ -305,3 +305,44 @@ async def test_the_node_taking_over_a_shard_revokes_what_a_change_took_away(etcd
                       if event.fields["event_type"] == "revoked"]
         assert [(event["session_id"], event["cause"]["code"]) for event in events] == [
             (session, "postureCheckFailed")]
+
+
+async def test_re_checks_that_do_not_settle_are_waited_for_no_longer_than_the_bound(etcd: EtcdCluster, prefix: str,
+                                                                                    tmp_path: Path) -> None:
+    """A node whose actors do not settle a write's re-checks: the waiting call there ends at that node's own bound,
+    while the node that made the write still waits (its bound is long here); asked again once the actors settle,
+    the node answers, and so does the write."""
+    async with node(etcd, prefix, tmp_path, "a") as (a, _), node(etcd, prefix, tmp_path, "b") as (b, b_url), \
+            httpx.AsyncClient(timeout=30) as http:
+        await settled({"a": a, "b": b})
+        admin = await _admin(http, b_url)
+        net = await _posture_network(http, b_url, admin, a)
+        ended = trio.Event()
+
+        async def never(identity_ids: Any) -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                ended.set()
+
+        a.engine.settle_hosted = never  # type: ignore[method-assign]
+        assert a.cluster is not None and a.cluster.router is not None
+        assert b.cluster is not None and b.cluster.router is not None
+        a.cluster.router.within, b.cluster.router.within = 1.0, 600.0
+        answered: list[httpx.Response] = []
+
+        async def change() -> None:
+            answered.append(await http.patch(f"{b_url}{MGMT}/posture-checks/{net.check}", headers=admin,
+                                             json={"typeId": "MAC", "macAddresses": ["11-22-33-44-55-66"]}))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(change)
+            with trio.fail_after(SETTLE_WITHIN):
+                await ended.wait()
+            assert not answered
+            del a.engine.settle_hosted  # the actors settle again
+            with trio.fail_after(SETTLE_WITHIN):
+                while not answered:
+                    b.cluster.ownership.changed.unpark_all()  # b asks the shards' holders again at once
+                    await trio.sleep(0.05)
+        assert answered[0].status_code == 200, answered[0].text

@@ -162,3 +162,39 @@ async def test_nothing_listening_is_a_failed_connect() -> None:
     with pytest.raises(ConnectFailed):
         await pool.call("http", "127.0.0.1", port, "/", b"", {})
     await pool.aclose()
+
+
+async def test_a_cancelled_close_still_closes_every_idle_connection() -> None:
+    """Closing the pool from a cancelled task (a node's task tree torn down) closes every idle connection, not
+    only the first: each server connection sees its end."""
+    arrived = ended = 0
+    all_in, all_ended = trio.Event(), trio.Event()
+
+    async def handle(stream: trio.SocketStream) -> None:
+        nonlocal arrived, ended
+        buffer = bytearray()
+        async with stream:
+            assert await _read_request(stream, buffer) is not None
+            arrived += 1
+            if arrived == 3:
+                all_in.set()
+            await all_in.wait()  # three calls at once: three connections, idle in the pool afterwards
+            await stream.send_all(_sized(b"x"))
+            assert await _read_request(stream, buffer) is None  # closed by the pool
+        ended += 1
+        if ended == 3:
+            all_ended.set()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        pool = _pool()
+        async with trio.open_nursery() as calls:
+            for _ in range(3):
+                calls.start_soon(pool.call, "http", "127.0.0.1", port, "/", b"", {})
+        with trio.CancelScope() as cancelled:
+            cancelled.cancel()
+            await pool.aclose()
+        with trio.fail_after(10):
+            await all_ended.wait()
+        nursery.cancel_scope.cancel()
