@@ -9,7 +9,9 @@ how late its revocations became durable.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -53,6 +55,11 @@ __all__ = ["PENDING_KIND", "STATE_KIND", "PostureEngine", "record_mfa_removal"]
 
 T = TypeVar("T")
 
+log = logging.getLogger("tollgate.posture")
+
+RECHECK_CHUNK = 256
+"""Adopted identities whose re-checks run at once (:meth:`PostureEngine.adopt`)."""
+
 
 class PostureEngine:
     """The identity actors of one controller, and what callers ask of them.
@@ -79,6 +86,9 @@ class PostureEngine:
         self.watchers = StateWatchers()
         """Who is called back when an identity's state is written (``watchers.watch``: the console's live pages)."""
         self._flush: Flush | None = None
+        self._adopted: collections.deque[str] = collections.deque()  # adopted identities not yet sent a re-check
+        self._adopted_queued = trio.lowlevel.ParkingLot()
+        self._adopted_posted = trio.lowlevel.ParkingLot()  # woken once every adopted identity's re-check is posted
         self.behavior = IdentityBehavior(self, evaluate_posture=evaluate_posture)
         self.actors: ActorRegistry[LiveIdentity, IdentityMessage] = ActorRegistry(
             self.behavior, domain.clock.now, domain.clock.to_trio, releasable=ownership is not None)
@@ -88,6 +98,7 @@ class PostureEngine:
         removal a crash kept from its actor (see :func:`record_mfa_removal`)."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.actors.run)
+            nursery.start_soon(self._recheck_adopted)
             if self.ownership is None:  # in a cluster, identities are adopted as their shards are claimed
                 self.adopt(lambda _identity_id: True)
             task_status.started()
@@ -95,7 +106,8 @@ class PostureEngine:
     def adopt(self, select: Callable[[str], bool]) -> None:
         """Host the identities ``select`` accepts from their stored state: re-arm each one's deadline at the same
         wall-clock instant (one already past fires at once), deliver every MFA removal not yet handled, and have
-        every one holding API sessions re-check them (``Reevaluate("adopted")``).
+        every one holding API sessions re-check them (``Reevaluate("adopted")``, sent by the engine's own task a
+        chunk at a time; :meth:`settle_hosted` waits for them).
 
         The re-check is what makes a committed change of policies, checks or roles take effect whatever happened to
         its re-checks: the previous host (this process before a crash, or the node that held the shard) may have
@@ -110,10 +122,26 @@ class PostureEngine:
             pending = [str(row["id"]) for row in txn.scan(PENDING_KIND) if select(str(row["id"]))]
         for identity_id in pending:
             self.actors.post(identity_id, MfaRemoved())
-        recheck = Reevaluate(ADOPTED)
-        for identity_id in self._live_identities():
-            if select(identity_id):
-                self.actors.post(identity_id, recheck)
+        self._adopted.extend(identity_id for identity_id in self._live_identities() if select(identity_id))
+        self._adopted_queued.unpark_all()
+
+    async def _recheck_adopted(self) -> None:
+        """Post the adopted identities' re-checks :data:`RECHECK_CHUNK` at a time, each chunk settled before the
+        next: a host adopting many identities keeps answering requests and firing deadlines meanwhile."""
+        message = Reevaluate(ADOPTED)
+        while True:
+            while not self._adopted:
+                self._adopted_posted.unpark_all()
+                await self._adopted_queued.park()
+            chunk = [self._adopted.popleft() for _ in range(min(RECHECK_CHUNK, len(self._adopted)))]
+            for identity_id in chunk:
+                self.post(identity_id, message)  # one let go meanwhile is its next host's to re-check
+            try:
+                await self._settle_owned(chunk)
+            except Exception:
+                # An actor crashed on its re-check: the actor boundary logged it, and the actor goes on from its
+                # state before. Waiting here only paces the chunks, so the next one goes on.
+                log.debug("an adopted identity's re-check failed", exc_info=True)
 
     def release(self, select: Callable[[str], bool]) -> int:
         """Stop hosting the identities ``select`` accepts (another node does from now on): their actors stop, what
@@ -180,9 +208,14 @@ class PostureEngine:
     async def settle_hosted(self, identity_ids: Iterable[str] | None) -> None:
         """Return once every identity this node hosts among ``identity_ids`` (None: every one holding API sessions)
         has handled every message posted before this call, its writes durable: the re-checks of a write another
-        node committed, once this node applied it."""
+        node committed, once this node applied it, and those of every identity it adopted before the call."""
+        while self._adopted:  # once none waits, every adopted identity's re-check is posted
+            await self._adopted_posted.park()
+        await self._settle_owned(self._live_identities() if identity_ids is None else identity_ids)
+
+    async def _settle_owned(self, identity_ids: Iterable[str]) -> None:
         ownership = self.ownership
-        for identity_id in list(self._live_identities() if identity_ids is None else identity_ids):
+        for identity_id in list(identity_ids):
             if ownership is None or ownership.owns(identity_id):
                 # Moved: its shard went to another node meanwhile, no longer this node's to wait for.
                 with contextlib.suppress(Moved):

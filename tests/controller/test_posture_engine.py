@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from controller.clock import Clock, format_time
@@ -13,6 +14,7 @@ from controller.data.write_path import create_row, delete_row
 from controller.errors import ApiError
 from controller.insight import kept_events, latest_id
 from controller.model.spec import WriteContext
+from controller.posture import machine
 from controller.posture.messages import MfaPassed, PostureReported
 from controller.runtime.composition import Controller
 from tests.support import make_settings, start_controller
@@ -142,38 +144,53 @@ async def test_restart_keeps_the_deadline(tmp_path: Path, autojump_clock: trio.t
     restarted.close()
 
 
+@pytest.mark.parametrize("crashing", [False, True])
 async def test_a_restart_revokes_what_a_change_took_away_before_its_re_checks_were_made(
-        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+        tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
+        crashing: bool) -> None:
     """A policy deleted, and the process stopped before any actor re-checked (the engine is told of nothing): at the
-    next start the identity's actor re-checks its sessions as it is adopted and revokes the one no policy grants any
-    more, naming why."""
+    next start each identity's actor re-checks its sessions as it is adopted and revokes the one no policy grants
+    any more, naming why; an actor that crashes on its re-check stops neither the engine nor the others' re-checks."""
     settings = make_settings(tmp_path)
     async with trio.open_nursery() as first_run:
         controller = await start_controller(settings, first_run)
-        net = await build_network(controller, 1)
-        identity, api_session = net["people"][0]
-        controller.engine.post(identity, PostureReported(api_session, (
-            {"id": "c", "typeId": "MAC", "macAddresses": [GOOD_MAC]},)))
-        session = await ask_session(controller, identity, api_session, net["mac"])
-        assert isinstance(session, dict)
+        net = await build_network(controller, 2)
+        granted = []
+        for identity, api_session in net["people"]:
+            controller.engine.post(identity, PostureReported(api_session, (
+                {"id": "c", "typeId": "MAC", "macAddresses": [GOOD_MAC]},)))
+            granted.append(await ask_session(controller, identity, api_session, net["mac"]))
+        assert all(isinstance(row, dict) for row in granted)
+        broken = granted[0]["identityId"] if crashing else None
+        expected = [row["id"] for row in granted if row["identityId"] != broken]
         controller.engine.changes_committed = lambda changes: None  # type: ignore[method-assign]
         with controller.store.read() as txn:
             [policy] = [row["id"] for row in txn.scan("service-policies") if row["name"] == "p-mac"]
         await controller.domain.write(lambda ctx: delete_row(ctx, controller.registry["service-policies"], policy))
         await trio.testing.wait_all_tasks_blocked()
         with controller.store.read() as txn:
-            assert txn.exists("sessions", session["id"])  # nothing re-checked: a crash could come now
+            assert all(txn.exists("sessions", row["id"]) for row in granted)  # nothing re-checked: a crash now
             before = latest_id(txn)
         first_run.cancel_scope.cancel()
     controller.close()
+    real_step = machine.step
+
+    def step(state: Any, *args: Any, **kwargs: Any) -> Any:
+        if state.identity_id == broken:
+            raise RuntimeError("a defect in one identity's step (test)")
+        return real_step(state, *args, **kwargs)
+
+    monkeypatch.setattr(machine, "step", step)
     async with trio.open_nursery() as second_run:
         restarted = await start_controller(settings, second_run)
         await trio.testing.wait_all_tasks_blocked()
         with restarted.store.read() as txn:
-            assert not txn.exists("sessions", session["id"])
+            assert [row["id"] for row in granted if txn.exists("sessions", row["id"])] == (
+                [granted[0]["id"]] if crashing else [])
             revoked = [dict(event.fields) for event in kept_events(txn, before + 1)
                        if event.fields["event_type"] == "revoked"]
-        assert [(event["session_id"], event["cause"]) for event in revoked] == [
-            (session["id"], {"code": "noPolicy", "reason": "adopted"})]
+        assert sorted((event["session_id"], event["cause"]["code"], event["cause"]["reason"]) for event in revoked) \
+            == sorted((session_id, "noPolicy", "adopted") for session_id in expected)
+        assert (restarted.engine.actors.statistics()["crashed"] > 0) == crashing
         second_run.cancel_scope.cancel()
     restarted.close()
