@@ -28,6 +28,7 @@ SCENARIOS = {
     "console": "bench.console_bench",
     "cluster": "bench.cluster_bench",
     "events": "bench.events_bench",
+    "adoption": "bench.adoption_bench",
 }
 
 
