@@ -133,15 +133,24 @@ class PostureEngine:
             while not self._adopted:
                 self._adopted_posted.unpark_all()
                 await self._adopted_queued.park()
-            chunk = [self._adopted.popleft() for _ in range(min(RECHECK_CHUNK, len(self._adopted)))]
-            for identity_id in chunk:
-                self.post(identity_id, message)  # one let go meanwhile is its next host's to re-check
-            try:
-                await self._settle_owned(chunk)
-            except Exception:
-                # An actor crashed on its re-check: the actor boundary logged it, and the actor goes on from its
-                # state before. Waiting here only paces the chunks, so the next one goes on.
-                log.debug("an adopted identity's re-check failed", exc_info=True)
+            ownership = self.ownership
+            replies: list[OneShot[None]] = []
+            for _ in range(min(RECHECK_CHUNK, len(self._adopted))):
+                identity_id = self._adopted.popleft()
+                if ownership is None or ownership.owns(identity_id):  # one let go is its next host's to re-check
+                    # Posted together, the re-check and the settle are one step of the actor.
+                    reply: OneShot[None] = OneShot()
+                    self.actors.post(identity_id, message)
+                    self.actors.post(identity_id, Settle(reply))
+                    replies.append(reply)
+            for reply in replies:
+                try:
+                    await reply.receive()
+                except Exception:
+                    # Moved: the shard went elsewhere. Anything else: the actor crashed on its re-check; the actor
+                    # boundary logged it and the actor goes on from its state before. This wait only paces the
+                    # chunks, so it goes on.
+                    log.debug("an adopted identity's re-check did not settle here", exc_info=True)
 
     def release(self, select: Callable[[str], bool]) -> int:
         """Stop hosting the identities ``select`` accepts (another node does from now on): their actors stop, what
