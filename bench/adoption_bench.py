@@ -9,6 +9,8 @@ Each restart reports:
 * open -> services up (what a restart took before the re-checks existed, less the actors' work);
 * services up -> every adopted identity's re-check settled (``PostureEngine.settle_hosted``: the re-checks run on
   the engine's own task, a chunk at a time, while the controller already serves);
+* the messages the identity actors handled (each adopted identity's re-check and the settle that paces them: at
+  least two per identity, or the re-checks did not run);
 * the process's CPU time over both, and per identity;
 * the Dial sessions left: a re-check of what the rules still grant revokes nothing, so all ``N`` must remain.
 
@@ -32,8 +34,8 @@ from bench.stats import median
 
 __all__ = ["COLUMNS", "run"]
 
-COLUMNS = ["restart", "identities", "services up s", "re-checks settled s", "CPU s", "CPU us/identity",
-           "sessions kept"]
+COLUMNS = ["restart", "identities", "actor messages", "services up s", "re-checks settled s", "CPU s",
+           "CPU us/identity", "sessions kept"]
 _FULL = (20_000, 3)
 _QUICK = (500, 1)
 _DEADLINES_PER_SECOND = 1_000.0
@@ -54,10 +56,11 @@ async def _restart(data_dir: Path) -> dict[str, Any]:
         await running.controller.engine.settle_hosted(None)
         settled = time.perf_counter() - up
         spent = time.process_time() - cpu
+        handled = running.controller.engine.actors.handled
         with running.controller.store.read() as txn:
             kept = txn.count("sessions")
     return {"ready_seconds": running.ready_seconds, "settled_seconds": settled, "cpu_seconds": spent,
-            "sessions": kept}
+            "sessions": kept, "handled": handled}
 
 
 async def _rounds(count: int, restarts: int) -> list[dict[str, Any]]:
@@ -74,7 +77,7 @@ def build_result(count: int, rounds: list[dict[str, Any]], quick: bool) -> Scena
     """The table (one row per restart) and the one target: no session revoked by the re-checks."""
     result = ScenarioResult("adoption", quick, COLUMNS, rounds=rounds)
     for number, round_ in enumerate(rounds, 1):
-        result.rows.append([number, count, round(round_["ready_seconds"], 3), round(round_["settled_seconds"], 3),
+        result.rows.append([number, count, round_["handled"], round(round_["ready_seconds"], 3), round(round_["settled_seconds"], 3),
                             round(round_["cpu_seconds"], 3), round(round_["cpu_seconds"] / count * 1e6, 1),
                             round_["sessions"]])
     kept = min(round_["sessions"] for round_ in rounds)

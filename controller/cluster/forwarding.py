@@ -64,6 +64,7 @@ _MOVED = 409
 _SETTLE = "settle"  # the call that is about no one identity: re-checks of a write (RoutedPosture.recheck_elsewhere)
 _CONNECT_TIMEOUT = 1.0
 _MAX_CONNECTIONS = 64  # calls in flight to other nodes at once
+_SETTLE_RETRY = 0.5  # seconds before a holder that did not settle a write's shards is asked again
 
 
 class Causality(Protocol):
@@ -254,7 +255,8 @@ class RoutedPosture:
         the engine has waited for them, are settled by then. Every other shard's holder is sent ``settle`` and
         answers with the shards it hosted throughout. A shard left unsettled (its holder stopped, died or handed it
         on) is asked again of its next holder once it has one, which re-checked what it adopted
-        (``PostureEngine.adopt``), until :attr:`within` is spent."""
+        (``PostureEngine.adopt``); one that answered without settling is asked again after a pause; until
+        :attr:`within` is spent."""
         here = self._ownership.holdings()
 
         async def barrier() -> None:
@@ -272,17 +274,22 @@ class RoutedPosture:
         return barrier
 
     async def _settle_shards(self, call: _Call, todo: set[int]) -> None:
-        """Ask each holder of a shard in ``todo`` to settle ``call`` until none is left (removed as settled)."""
+        """Ask each holder of a shard in ``todo`` to settle ``call`` until none is left (removed as settled). After a
+        round that settled none of them, ask again once a holder changes, or after :data:`_SETTLE_RETRY` seconds:
+        a holder may have answered without settling (its replica behind, its actors slow, the connection broken)."""
         ownership = self._ownership
         while todo:
+            await trio.lowlevel.checkpoint()  # a round that asks nobody must still end when the bound is spent
             asked = {shard: ownership.holder_of(shard) for shard in todo}
             settled: set[int] = set()
             async with trio.open_nursery() as nursery:
                 for node in {holder for holder in asked.values() if holder is not None}:
                     nursery.start_soon(self._settle_at, node, call, settled)
+            progressed = bool(todo & settled)  # a holder answers every shard it hosted, asked or not
             todo -= settled
-            if todo and not settled and all(ownership.holder_of(shard) == asked[shard] for shard in todo):
-                await ownership.changed.park()  # their holders did not settle them: wait for the next ones
+            if todo and not progressed and all(ownership.holder_of(shard) == asked[shard] for shard in todo):
+                with trio.move_on_after(_SETTLE_RETRY):
+                    await ownership.changed.park()
 
     async def _settle_at(self, node: str, call: _Call, settled: set[int]) -> None:
         """Have ``node`` settle ``call``; add the shards it hosted throughout to ``settled``."""

@@ -109,8 +109,9 @@ class ShardOwnership:
         return self._holders.get(shard)
 
     async def claims_adopted(self) -> None:
-        """Return once no claim this node made is still waiting to be adopted: a shard this node holds in etcd is
-        then hosted by its engine, or not held any more."""
+        """Return once no claim this node made is still waiting to be adopted. A shard this node holds in etcd is
+        then hosted by its engine, or not held any more, or its claim broke off on an etcd error (the reconciler
+        claims it again shortly, and adopts it then)."""
         while self._claiming:
             await self._adopted.park()
 

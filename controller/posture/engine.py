@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -55,10 +54,18 @@ __all__ = ["PENDING_KIND", "STATE_KIND", "PostureEngine", "record_mfa_removal"]
 
 T = TypeVar("T")
 
-log = logging.getLogger("tollgate.posture")
-
 RECHECK_CHUNK = 256
 """Adopted identities whose re-checks run at once (:meth:`PostureEngine.adopt`)."""
+
+
+class _Handled(OneShot[None]):
+    """The reply of a settle that only paces the adoption re-checks: a failure answers it too (an actor that crashed
+    on its re-check was logged at the actor boundary, and goes on from its state before)."""
+
+    __slots__ = ()
+
+    def fail(self, error: BaseException) -> None:
+        self.send(None)
 
 
 class PostureEngine:
@@ -88,7 +95,6 @@ class PostureEngine:
         self._flush: Flush | None = None
         self._adopted: collections.deque[str] = collections.deque()  # adopted identities not yet sent a re-check
         self._adopted_queued = trio.lowlevel.ParkingLot()
-        self._adopted_posted = trio.lowlevel.ParkingLot()  # woken once every adopted identity's re-check is posted
         self.behavior = IdentityBehavior(self, evaluate_posture=evaluate_posture)
         self.actors: ActorRegistry[LiveIdentity, IdentityMessage] = ActorRegistry(
             self.behavior, domain.clock.now, domain.clock.to_trio, releasable=ownership is not None)
@@ -131,26 +137,19 @@ class PostureEngine:
         message = Reevaluate(ADOPTED)
         while True:
             while not self._adopted:
-                self._adopted_posted.unpark_all()
                 await self._adopted_queued.park()
             ownership = self.ownership
-            replies: list[OneShot[None]] = []
+            replies: list[_Handled] = []
             for _ in range(min(RECHECK_CHUNK, len(self._adopted))):
                 identity_id = self._adopted.popleft()
                 if ownership is None or ownership.owns(identity_id):  # one let go is its next host's to re-check
                     # Posted together, the re-check and the settle are one step of the actor.
-                    reply: OneShot[None] = OneShot()
+                    reply = _Handled()
                     self.actors.post(identity_id, message)
                     self.actors.post(identity_id, Settle(reply))
                     replies.append(reply)
             for reply in replies:
-                try:
-                    await reply.receive()
-                except Exception:
-                    # Moved: the shard went elsewhere. Anything else: the actor crashed on its re-check; the actor
-                    # boundary logged it and the actor goes on from its state before. This wait only paces the
-                    # chunks, so it goes on.
-                    log.debug("an adopted identity's re-check did not settle here", exc_info=True)
+                await reply.receive()
 
     def release(self, select: Callable[[str], bool]) -> int:
         """Stop hosting the identities ``select`` accepts (another node does from now on): their actors stop, what
@@ -218,9 +217,15 @@ class PostureEngine:
         """Return once every identity this node hosts among ``identity_ids`` (None: every one holding API sessions)
         has handled every message posted before this call, its writes durable: the re-checks of a write another
         node committed, once this node applied it, and those of every identity it adopted before the call."""
-        while self._adopted:  # once none waits, every adopted identity's re-check is posted
-            await self._adopted_posted.park()
-        await self._settle_owned(self._live_identities() if identity_ids is None else identity_ids)
+        wanted = list(self._live_identities() if identity_ids is None else identity_ids)
+        if self._adopted:
+            # Adopted identities whose re-check is still queued get it now, so that this waits for theirs and not
+            # for the whole queue (the queue's later re-check of them changes nothing).
+            queued = set(self._adopted).intersection(wanted)
+            message = Reevaluate(ADOPTED)
+            for identity_id in queued:
+                self.post(identity_id, message)
+        await self._settle_owned(wanted)
 
     async def _settle_owned(self, identity_ids: Iterable[str]) -> None:
         ownership = self.ownership

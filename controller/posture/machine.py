@@ -22,6 +22,7 @@ from controller.model.events import Event
 from controller.posture import step_events
 from controller.posture.decision import decide
 from controller.posture.messages import (
+    ADOPTED,
     ApiSessionEnded,
     ApiSessionStarted,
     CreateSession,
@@ -328,6 +329,7 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
     t = Transition(state)
     recheck = access = mfa_removed = False
     reason = "policyChange"
+    named = False  # a Reevaluate other than an adoption's named the reason
     before = state.deadline
     for message in messages:
         match message:
@@ -373,7 +375,8 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
                 recheck = t.persist = True
             case Reevaluate(why):
                 recheck = access = True
-                reason = why
+                if why != ADOPTED or not named:  # the change named wins over an adoption's re-check
+                    reason, named = why, why != ADOPTED
             case CreateSession() as request:
                 _decide(t, sessions, plan, request, now, evaluate_posture)
                 recheck = True  # the next deadline may be one this request's checks bring

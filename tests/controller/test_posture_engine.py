@@ -15,7 +15,7 @@ from controller.errors import ApiError
 from controller.insight import kept_events, latest_id
 from controller.model.spec import WriteContext
 from controller.posture import machine
-from controller.posture.messages import MfaPassed, PostureReported
+from controller.posture.messages import MfaPassed, PostureReported, WriteFailed
 from controller.runtime.composition import Controller
 from tests.support import make_settings, start_controller
 
@@ -148,9 +148,10 @@ async def test_restart_keeps_the_deadline(tmp_path: Path, autojump_clock: trio.t
 async def test_a_restart_revokes_what_a_change_took_away_before_its_re_checks_were_made(
         tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
         crashing: bool) -> None:
-    """A policy deleted, and the process stopped before any actor re-checked (the engine is told of nothing): at the
-    next start each identity's actor re-checks its sessions as it is adopted and revokes the one no policy grants
-    any more, naming why; an actor that crashes on its re-check stops neither the engine nor the others' re-checks."""
+    """A policy deleted, and the process stopped before any actor re-checked (the engine's re-checks of the change
+    are silenced): at the next start each identity's actor re-checks its sessions as it is adopted and revokes the
+    one no policy grants any more, naming why; an actor that crashes on its re-check stops neither the engine nor
+    the others' re-checks."""
     settings = make_settings(tmp_path)
     async with trio.open_nursery() as first_run:
         controller = await start_controller(settings, first_run)
@@ -163,7 +164,7 @@ async def test_a_restart_revokes_what_a_change_took_away_before_its_re_checks_we
         assert all(isinstance(row, dict) for row in granted)
         broken = granted[0]["identityId"] if crashing else None
         expected = [row["id"] for row in granted if row["identityId"] != broken]
-        controller.engine.changes_committed = lambda changes: None  # type: ignore[method-assign]
+        monkeypatch.setattr(controller.engine, "reevaluate", lambda identity_ids, reason="": None)
         with controller.store.read() as txn:
             [policy] = [row["id"] for row in txn.scan("service-policies") if row["name"] == "p-mac"]
         await controller.domain.write(lambda ctx: delete_row(ctx, controller.registry["service-policies"], policy))
@@ -194,3 +195,19 @@ async def test_a_restart_revokes_what_a_change_took_away_before_its_re_checks_we
         assert (restarted.engine.actors.statistics()["crashed"] > 0) == crashing
         second_run.cancel_scope.cancel()
     restarted.close()
+
+
+async def test_a_failed_write_reloads_the_actor_without_crashing_it(controller: Controller,
+                                                                     autojump_clock: trio.testing.MockClock) -> None:
+    """What an identity's failed write sends its actor (the stored state is reloaded) is handled like any message,
+    not as a crash of the actor."""
+    net = await build_network(controller, 1)
+    identity, api_session = net["people"][0]
+    controller.engine.post(identity, PostureReported(api_session, (
+        {"id": "c", "typeId": "MAC", "macAddresses": [GOOD_MAC]},)))
+    await controller.engine.settle(identity)
+    controller.engine.post(identity, WriteFailed())
+    await controller.engine.settle(identity)
+    assert controller.engine.actors.statistics()["crashed"] == 0
+    state = await controller.engine.state(identity)
+    assert state.posture.mac is not None  # the stored report, reloaded

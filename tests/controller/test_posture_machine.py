@@ -20,6 +20,7 @@ from controller.posture.machine import (
     step,
 )
 from controller.posture.messages import (
+    ADOPTED,
     ApiSessionEnded,
     ApiSessionStarted,
     CreateSession,
@@ -376,3 +377,16 @@ def test_a_gone_identity_drops_its_state_and_answers_every_request() -> None:
     assert isinstance(answers[id(read.reply)], ApiError) and answers[id(read.reply)].code == "NOT_FOUND"
     assert posture.reply is not None and answers[id(posture.reply)] == []
     assert t.settles == [settle.reply]
+
+
+def test_a_change_named_in_the_same_step_wins_over_an_adoption_re_check() -> None:
+    """An adopted identity's re-check and a policy or role change drained in one step: a session no policy grants
+    is revoked for the change, whichever came first; alone, the adoption names itself."""
+    state = run(IdentityState("i1"), PostureReported("s1", (GOOD_MAC,)), now=T0).state
+    gone = [SessionRef("d2", "s1", "gone-svc", "Dial")]
+    for messages, reason in (((Reevaluate(ADOPTED), Reevaluate("roleChange")), "roleChange"),
+                             ((Reevaluate("roleChange"), Reevaluate(ADOPTED)), "roleChange"),
+                             ((Reevaluate(ADOPTED),), ADOPTED)):
+        t = run(state, *messages, now=T0 + 1, sessions=gone)
+        assert t.revoke == ["d2"]
+        assert [detail[:2] for detail in t.revoke_details] == [("noPolicy", reason)]
