@@ -97,9 +97,9 @@ class _Call(msgspec.Struct, frozen=True):
 class HostedEngine(PostureService, Protocol):
     """This node's engine, as the routing uses it."""
 
-    async def settle_hosted(self, identity_ids: Iterable[str] | None) -> None:
+    async def settle_hosted(self, identity_ids: Iterable[str] | None) -> set[str]:
         """Return once the identities this node hosts among ``identity_ids`` (None: every live one) have handled
-        every message posted before, their writes durable."""
+        every message posted before, their writes durable; the identities that left this node meanwhile."""
 
 
 class _Unreachable(Exception):
@@ -314,9 +314,10 @@ class RoutedPosture:
         ownership = self._ownership
         await ownership.claims_adopted()
         before = ownership.holdings()
-        await self._local.settle_hosted(None if identities is None else [str(i) for i in identities])
+        left = await self._local.settle_hosted(None if identities is None else [str(i) for i in identities])
         after = ownership.holdings()
-        return {shard for shard, claim in before.items() if after.get(shard) is claim}
+        lost = {shard_of(identity_id) for identity_id in left}  # the watch may not have said so yet
+        return {shard for shard, claim in before.items() if after.get(shard) is claim and shard not in lost}
 
     async def _run_local(self, op: str, identity_id: str, args: Mapping[str, Any]) -> Any:
         local = self._local

@@ -18,6 +18,7 @@ import trio
 
 from actors.lateness import LatenessRecorder
 from actors.live_actors import ActorRegistry, OneShot
+from controller.data.commit_step import ConditionFailed
 from controller.data.domain import Barrier, Domain
 from controller.model.spec import Change
 from controller.posture import machine
@@ -206,17 +207,19 @@ class PostureEngine:
 
         async def settled() -> None:
             for identity_id in identity_ids:
-                # Moved (in a cluster): its shard went to another node meanwhile, which re-checks it as it adopts it
-                # (and RechecksElsewhere waits for that).
-                with contextlib.suppress(Moved):
+                # Moved, or its write's fence failed (in a cluster): its shard went to another node meanwhile, which
+                # re-checks it as it adopts it (and RechecksElsewhere waits for that).
+                with contextlib.suppress(Moved, ConditionFailed):
                     await self.settle(identity_id)
 
         return settled
 
-    async def settle_hosted(self, identity_ids: Iterable[str] | None) -> None:
+    async def settle_hosted(self, identity_ids: Iterable[str] | None) -> set[str]:
         """Return once every identity this node hosts among ``identity_ids`` (None: every one holding API sessions)
         has handled every message posted before this call, its writes durable: the re-checks of a write another
-        node committed, once this node applied it, and those of every identity it adopted before the call."""
+        node committed, once this node applied it, and those of every identity it adopted before the call. Returns
+        the identities that left this node meanwhile (their actor released, or their write fenced out): not
+        settled here."""
         wanted = list(self._live_identities() if identity_ids is None else identity_ids)
         if self._adopted:
             # Adopted identities whose re-check is still queued get it now, so that this waits for theirs and not
@@ -225,19 +228,26 @@ class PostureEngine:
             message = Reevaluate(ADOPTED)
             for identity_id in queued:
                 self.post(identity_id, message)
-        await self._settle_owned(wanted)
+        return await self._settle_owned(wanted)
 
-    async def _settle_owned(self, identity_ids: Iterable[str]) -> None:
+    async def _settle_owned(self, identity_ids: Iterable[str]) -> set[str]:
         ownership = self.ownership
+        left: set[str] = set()
         for identity_id in list(identity_ids):
             if ownership is None or ownership.owns(identity_id):
-                # Moved: its shard went to another node meanwhile, no longer this node's to wait for.
-                with contextlib.suppress(Moved):
+                try:
                     await self.settle(identity_id)
+                except (Moved, ConditionFailed):  # its shard went to another node meanwhile: not settled here
+                    left.add(identity_id)
+        return left
 
     async def settle(self, identity_id: str) -> None:
         """Return once the identity's actor has handled every message posted before this call and its writes
-        (revocations included) are durable; also for an identity that no longer exists."""
+        (revocations included) are durable; also for an identity that no longer exists.
+
+        Raises:
+            Exception: the error of a write that failed (it is not durable), or :class:`Moved` when the identity
+                left this node meanwhile."""
         await self._ask(identity_id, Settle)
 
     async def state(self, identity_id: str) -> IdentityState:

@@ -172,7 +172,10 @@ class StepWrite:
                 if watchers.watching:
                     watchers.committed(self.key)
         for reply in self.settles or ():
-            reply.send(None)
+            if outcome.error is not None:  # not durable: whoever waits for it must not hear that it is
+                reply.fail(outcome.error)
+            else:
+                reply.send(None)
         if self.waiter is not None:
             self.waiter.send(None)
 

@@ -16,6 +16,7 @@ from controller.insight import kept_events, latest_id
 from controller.model.spec import WriteContext
 from controller.posture import machine
 from controller.posture.messages import MfaPassed, PostureReported, WriteFailed
+from controller.posture.persistence import StepWrite
 from controller.runtime.composition import Controller
 from tests.support import make_settings, start_controller
 
@@ -211,3 +212,24 @@ async def test_a_failed_write_reloads_the_actor_without_crashing_it(controller: 
     assert controller.engine.actors.statistics()["crashed"] == 0
     state = await controller.engine.state(identity)
     assert state.posture.mac is not None  # the stored report, reloaded
+
+
+async def test_an_mfa_pass_whose_write_fails_is_not_acknowledged(controller: Controller,
+                                                                 autojump_clock: trio.testing.MockClock,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The write that records an MFA pass fails: the caller hears the write's error, not that it is durable, and
+    the actor goes on from the stored state (no pass)."""
+    net = await build_network(controller, 1)
+    identity, api_session = net["people"][0]
+
+    def failing(write: StepWrite, ctx: WriteContext) -> None:
+        raise ApiError("CLUSTER_UNAVAILABLE")
+
+    monkeypatch.setattr(StepWrite, "apply", failing)
+    with pytest.raises(ApiError) as refused:
+        await controller.engine.mfa_passed(identity, api_session)
+    assert refused.value.code == "CLUSTER_UNAVAILABLE"
+    monkeypatch.undo()
+    state = await controller.engine.state(identity)
+    assert all(session.mfa.passed_mfa_at is None for session in state.sessions.values())
+    assert controller.engine.actors.statistics()["crashed"] == 0
