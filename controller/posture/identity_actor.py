@@ -142,9 +142,6 @@ class IdentityBehavior:
                     break
         if rebuild or not known:
             plan = self._plan(key, live, messages, rebuild=rebuild)
-        if any(isinstance(message, WriteFailed) for message in messages):
-            # Handled above (the stored state reloaded): it tells the machine nothing.
-            messages = [message for message in messages if not isinstance(message, WriteFailed)]
         t = machine.step(live.state, live.sessions, plan, messages, now, evaluate_posture=self.evaluate_posture)
         return self._carry_out(key, live, t, now)
 

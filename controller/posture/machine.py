@@ -33,6 +33,7 @@ from controller.posture.messages import (
     ReadState,
     Reevaluate,
     Settle,
+    WriteFailed,
 )
 from controller.posture.plan import IdentityPlan
 from controller.posture.records import MFA_GRACE_SECONDS, MfaState, apply_response
@@ -380,6 +381,8 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
             case CreateSession() as request:
                 _decide(t, sessions, plan, request, now, evaluate_posture)
                 recheck = True  # the next deadline may be one this request's checks bring
+            case WriteFailed():
+                recheck = True  # from the stored state the shell reloaded: what the failed write revoked, again
             case Settle(reply):
                 t.settles.append(reply)
             case ReadState(reply):

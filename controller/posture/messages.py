@@ -115,7 +115,8 @@ class Settle:
 
 @dataclass(frozen=True, slots=True)
 class WriteFailed:
-    """A write the actor queued failed: what it holds in memory is ahead of what is stored; load it again."""
+    """A write the actor queued failed: what it holds in memory is ahead of what is stored; load it again (the
+    shell does), and check every session again, so that a revocation the write carried is decided again."""
 
 
 IdentityMessage = (PostureReported | MfaPassed | MfaRemoved | ApiSessionStarted | ApiSessionEnded | DeadlineReached

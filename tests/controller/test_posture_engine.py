@@ -15,7 +15,7 @@ from controller.errors import ApiError
 from controller.insight import kept_events, latest_id
 from controller.model.spec import WriteContext
 from controller.posture import machine
-from controller.posture.messages import MfaPassed, PostureReported, WriteFailed
+from controller.posture.messages import MfaPassed, PostureReported, Reevaluate, WriteFailed
 from controller.posture.persistence import StepWrite
 from controller.runtime.composition import Controller
 from tests.support import make_settings, start_controller
@@ -232,4 +232,36 @@ async def test_an_mfa_pass_whose_write_fails_is_not_acknowledged(controller: Con
     monkeypatch.undo()
     state = await controller.engine.state(identity)
     assert all(session.mfa.passed_mfa_at is None for session in state.sessions.values())
+    assert controller.engine.actors.statistics()["crashed"] == 0
+
+
+async def test_a_revocation_whose_write_failed_is_decided_again(controller: Controller,
+                                                                autojump_clock: trio.testing.MockClock,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy deleted; the write revoking the session it granted fails once. The actor reloads its stored state
+    and checks its sessions again: the session is revoked by the next write."""
+    net = await build_network(controller, 1)
+    identity, api_session = net["people"][0]
+    controller.engine.post(identity, PostureReported(api_session, (
+        {"id": "c", "typeId": "MAC", "macAddresses": [GOOD_MAC]},)))
+    session = await ask_session(controller, identity, api_session, net["mac"])
+    assert isinstance(session, dict)
+    real_apply = StepWrite.apply
+    failures: list[str] = []
+
+    def fail_once(write: StepWrite, ctx: WriteContext) -> None:
+        if write.revoke and not failures:
+            failures.append(write.key)
+            raise ApiError("CLUSTER_UNAVAILABLE")
+        real_apply(write, ctx)
+
+    monkeypatch.setattr(StepWrite, "apply", fail_once)
+    with controller.store.read() as txn:
+        [policy] = [row["id"] for row in txn.scan("service-policies") if row["name"] == "p-mac"]
+    await controller.domain.write(lambda ctx: delete_row(ctx, controller.registry["service-policies"], policy))
+    controller.engine.post(identity, Reevaluate())  # the live set is not told of sessions build_network wrote
+    await trio.testing.wait_all_tasks_blocked()
+    assert failures == [identity]
+    with controller.store.read() as txn:
+        assert not txn.exists("sessions", session["id"])
     assert controller.engine.actors.statistics()["crashed"] == 0
