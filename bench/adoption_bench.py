@@ -7,10 +7,10 @@ and a persisted MFA deadline an hour ahead), stopped, and started again on the s
 Each restart reports:
 
 * open -> services up (what a restart took before the re-checks existed, less the actors' work);
-* services up -> every adopted identity's re-check settled (``PostureEngine.settle_hosted``: the re-checks run on
-  the engine's own task, a chunk at a time, while the controller already serves);
-* the messages the identity actors handled (each adopted identity's re-check and the settle that paces them: at
-  least two per identity, or the re-checks did not run);
+* services up -> every adopted identity's re-check settled (``PostureEngine.adoptions_rechecked``: the re-checks
+  run on the engine's own task, a chunk at a time, while the controller already serves);
+* the messages the identity actors handled (each adopted identity's re-check and the settle that paces them: two
+  per identity, or the re-checks did not run);
 * the process's CPU time over both, and per identity;
 * the Dial sessions left: a re-check of what the rules still grant revokes nothing, so all ``N`` must remain.
 
@@ -53,7 +53,7 @@ async def _restart(data_dir: Path) -> dict[str, Any]:
     cpu = time.process_time()
     async with running_controller(data_dir) as running:
         up = time.perf_counter()
-        await running.controller.engine.settle_hosted(None)
+        await running.controller.engine.adoptions_rechecked()
         settled = time.perf_counter() - up
         spent = time.process_time() - cpu
         handled = running.controller.engine.actors.handled
@@ -77,9 +77,9 @@ def build_result(count: int, rounds: list[dict[str, Any]], quick: bool) -> Scena
     """The table (one row per restart) and the one target: no session revoked by the re-checks."""
     result = ScenarioResult("adoption", quick, COLUMNS, rounds=rounds)
     for number, round_ in enumerate(rounds, 1):
-        result.rows.append([number, count, round_["handled"], round(round_["ready_seconds"], 3), round(round_["settled_seconds"], 3),
-                            round(round_["cpu_seconds"], 3), round(round_["cpu_seconds"] / count * 1e6, 1),
-                            round_["sessions"]])
+        result.rows.append([number, count, round_["handled"], round(round_["ready_seconds"], 3),
+                            round(round_["settled_seconds"], 3), round(round_["cpu_seconds"], 3),
+                            round(round_["cpu_seconds"] / count * 1e6, 1), round_["sessions"]])
     kept = min(round_["sessions"] for round_ in rounds)
     result.targets.append(Target.bound("kept", "Dial sessions left after the adoption re-checks >= those seeded",
                                        kept, count, "sessions", below=False))

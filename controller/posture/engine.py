@@ -96,6 +96,8 @@ class PostureEngine:
         self._flush: Flush | None = None
         self._adopted: collections.deque[str] = collections.deque()  # adopted identities not yet sent a re-check
         self._adopted_queued = trio.lowlevel.ParkingLot()
+        self._adopted_done = trio.lowlevel.ParkingLot()  # woken when the queue is empty and its last chunk settled
+        self._rechecking = False  # a chunk of adopted identities is being re-checked
         self.behavior = IdentityBehavior(self, evaluate_posture=evaluate_posture)
         self.actors: ActorRegistry[LiveIdentity, IdentityMessage] = ActorRegistry(
             self.behavior, domain.clock.now, domain.clock.to_trio, releasable=ownership is not None)
@@ -138,7 +140,10 @@ class PostureEngine:
         message = Reevaluate(ADOPTED)
         while True:
             while not self._adopted:
+                self._rechecking = False
+                self._adopted_done.unpark_all()
                 await self._adopted_queued.park()
+            self._rechecking = True
             ownership = self.ownership
             replies: list[_Handled] = []
             for _ in range(min(RECHECK_CHUNK, len(self._adopted))):
@@ -213,6 +218,11 @@ class PostureEngine:
                     await self.settle(identity_id)
 
         return settled
+
+    async def adoptions_rechecked(self) -> None:
+        """Return once every identity adopted so far has been re-checked (what a benchmark of adoption waits for)."""
+        while self._adopted or self._rechecking:
+            await self._adopted_done.park()
 
     async def settle_hosted(self, identity_ids: Iterable[str] | None) -> set[str]:
         """Return once every identity this node hosts among ``identity_ids`` (None: every one holding API sessions)
