@@ -18,7 +18,7 @@ from controller.insight.event_log import EVENTS_KIND, LAYOUTS, EventLog, kept_ev
 from controller.insight.file_sink import EventFile, write_events_behind
 from controller.insight.hub import EventHub, Lagged, Subscription
 from controller.insight.kept import KeptEvent
-from controller.insight.query import EventFilter, EventPage, page, paging_numbers
+from controller.insight.query import EventFilter, EventPage, page, paging_numbers, resume_after
 
 __all__ = [
     "EVENTS_KIND",
@@ -35,5 +35,6 @@ __all__ = [
     "latest_id",
     "page",
     "paging_numbers",
+    "resume_after",
     "write_events_behind",
 ]

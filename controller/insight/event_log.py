@@ -36,10 +36,10 @@ EVENTS_KIND = "events"
 LAYOUTS = (KindLayout(EVENTS_KIND),)
 """The storage layouts of the log's kinds (no index: rows are put raw)."""
 TRIM_BATCH = 256
+"""The store keeps the last ``keep`` events, and at most this many older ones until the next trim."""
 SHARED_ROW_BYTES = 16 * 1024
 """The largest row the writes of one batch share: each write puts the row again whole (and its write set keeps a
 copy until the batch ships), so a batch with more events starts further rows."""
-"""The store keeps the last ``keep`` events, and at most this many older ones until the next trim."""
 
 
 class EventLog:

@@ -10,7 +10,6 @@ how late its revocations became durable.
 from __future__ import annotations
 
 import collections
-import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -211,11 +210,9 @@ class PostureEngine:
             self.actors.post(identity_id, message)
 
         async def settled() -> None:
-            for identity_id in identity_ids:
-                # Moved, or its write's fence failed (in a cluster): its shard went to another node meanwhile, which
-                # re-checks it as it adopts it (and RechecksElsewhere waits for that).
-                with contextlib.suppress(Moved, ConditionFailed):
-                    await self.settle(identity_id)
+            # One that left this node meanwhile (in a cluster) is re-checked by its next host as it adopts it, and
+            # RechecksElsewhere waits for that.
+            await self._settle_owned(identity_ids)
 
         return settled
 

@@ -36,16 +36,21 @@ from controller.posture.messages import (
     WriteFailed,
 )
 from controller.posture.plan import IdentityPlan
-from controller.posture.records import MFA_GRACE_SECONDS, MfaState, apply_response
+from controller.posture.records import MfaState, apply_response
+from controller.posture.session_mfa import (
+    MAX_API_SESSIONS,
+    endpoint_state,
+    mfa_of,
+    next_deadline,
+    timer_changes,
+    with_mfa,
+)
 from controller.posture.state import IdentityState, SessionPosture
 
 __all__ = ["MAX_API_SESSIONS", "MAX_FAILURES", "REVOKE_CAUSES", "Grant", "SessionRef", "Transition", "step"]
 
 MAX_FAILURES = 50
 """Failed session requests kept per identity (the last ones)."""
-MAX_API_SESSIONS = 256
-"""API sessions whose MFA and endpoint state an identity keeps; past that the oldest is forgotten (it loses its
-MFA pass: the bound fails closed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,52 +109,6 @@ class Transition:
         return bool(self.revoke or self.grants)
 
 
-# MFA state per API session -----------------------------------------------------------------------------------
-
-
-def _mfa(state: IdentityState, api_session_id: str) -> MfaState | None:
-    session = state.sessions.get(api_session_id)
-    return session.mfa if session is not None else None
-
-
-def _with_mfa(state: IdentityState, api_session_id: str, mfa: MfaState, now: float | None) -> IdentityState:
-    """``state`` with the API session's MFA state set (at most :data:`MAX_API_SESSIONS` kept)."""
-    sessions = {**state.sessions, api_session_id: SessionPosture(mfa)}
-    while len(sessions) > MAX_API_SESSIONS:
-        del sessions[next(iter(sessions))]
-    if now is None:
-        return replace(state, sessions=sessions)
-    return replace(state, sessions=sessions, last_change_at=now)
-
-
-def _endpoint_state(state: IdentityState, api_session_id: str, woken: bool, unlocked: bool,
-                    now: float) -> IdentityState:
-    """The API session's endpoint woke and/or was unlocked at ``now`` (only True flags count)."""
-    old = _mfa(state, api_session_id) or MfaState()
-    mfa = MfaState(old.passed_mfa_at, now if woken else old.woken_at, now if unlocked else old.unlocked_at,
-                   old.timed_out)
-    return _with_mfa(state, api_session_id, mfa, now)
-
-
-def _timer_changes(plan: IdentityPlan, state: IdentityState, api_session_id: str, woken: bool, unlocked: bool,
-                   now: float) -> list[dict[str, Any]]:
-    """Services whose MFA timer a wake/unlock just started (only after this session passed MFA): the first check
-    of each service that prompts on the event and whose own timeout is not due within the grace."""
-    mfa = _mfa(state, api_session_id)
-    if mfa is None or mfa.passed_mfa_at is None or not (woken or unlocked):
-        return []
-    since = now - mfa.passed_mfa_at
-    found: list[dict[str, Any]] = []
-    for service_id, name, prompts in plan.prompts:
-        for prompt in prompts:
-            prompted = (woken and prompt.on_wake) or (unlocked and prompt.on_unlock)
-            if prompted and (prompt.timeout <= 0 or prompt.timeout - since > MFA_GRACE_SECONDS):
-                found.append({"id": service_id, "name": name, "postureQueryType": "MFA",
-                              "timeout": prompt.timeout, "timeoutRemaining": MFA_GRACE_SECONDS})
-                break
-    return found
-
-
 # Session decisions and re-checks ---------------------------------------------------------------------------------
 
 
@@ -178,7 +137,7 @@ def _decide(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, r
             return
     access = plan.services.get(request.service_id)
     state = t.state
-    mfa = _mfa(state, request.api_session_id)
+    mfa = mfa_of(state, request.api_session_id)
     decision = decide(access, request.session_type, state.posture, mfa, now, evaluate_posture=evaluate_posture)
     if decision.code == "NOT_FOUND":
         t.replies.append((request.reply, not_found("service", request.service_id)))
@@ -245,7 +204,7 @@ def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, 
             t.revoke_details += (step_events.revocation_cause(None, None, posture, None, now, expired=False,
                                                               mfa_removed=mfa_removed, reason=reason),)
             continue
-        mfa = _mfa(state, ref.api_session_id)
+        mfa = mfa_of(state, ref.api_session_id)
         passing, expired, verdicts = access_plan.evaluate(posture, mfa, now, evaluate_posture=evaluate_posture)
         if expired:
             timed_out.add(ref.api_session_id)
@@ -285,20 +244,6 @@ def _recheck(t: Transition, sessions: Sequence[SessionRef], plan: IdentityPlan, 
         t.revoke.extend(revoked)
         t.revoke_causes += tuple(revoked.values())
     t.state = state
-
-
-def _next_deadline(state: IdentityState, plan: IdentityPlan, now: float) -> float | None:
-    """The earliest instant at which a currently passing MFA check of this identity will start failing."""
-    found: float | None = None
-    for session in state.sessions.values():
-        mfa = session.mfa
-        if mfa.passed_mfa_at is None or mfa.timed_out:
-            continue
-        for rule in plan.mfa_rules:
-            at = rule.deadline(mfa)
-            if at is not None and at > now and (found is None or at < found):
-                found = at
-    return found
 
 
 # The step ----------------------------------------------------------------------------------------------------------
@@ -342,14 +287,14 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
                     recheck = recheck or changed
                 t.state = replace(t.state, posture=posture, last_change_at=now)
                 if woken or unlocked:
-                    t.state = _endpoint_state(t.state, api_session_id, woken, unlocked, now)
+                    t.state = endpoint_state(t.state, api_session_id, woken, unlocked, now)
                     recheck = True
                 if reply is not None:
-                    t.replies.append((reply, _timer_changes(plan, t.state, api_session_id, woken, unlocked, now)))
+                    t.replies.append((reply, timer_changes(plan, t.state, api_session_id, woken, unlocked, now)))
                 t.persist = True
             case MfaPassed(api_session_id):
-                old = _mfa(t.state, api_session_id) or MfaState()
-                t.state = _with_mfa(t.state, api_session_id, MfaState(now, old.woken_at, old.unlocked_at), now)
+                old = mfa_of(t.state, api_session_id) or MfaState()
+                t.state = with_mfa(t.state, api_session_id, MfaState(now, old.woken_at, old.unlocked_at), now)
                 recheck = t.persist = True
             case MfaRemoved():
                 cleared = {k: SessionPosture(replace(v.mfa, passed_mfa_at=None)) for k, v in t.state.sessions.items()}
@@ -357,7 +302,7 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
                 recheck = t.persist = t.clear_pending = mfa_removed = True
             case ApiSessionStarted(api_session_id):
                 if api_session_id not in t.state.sessions:
-                    t.state = _with_mfa(t.state, api_session_id, MfaState(), None)
+                    t.state = with_mfa(t.state, api_session_id, MfaState(), None)
                 # Re-checking records what the identity may use now, the baseline for telling clients of changes.
                 recheck = access = t.persist = True
             case ApiSessionEnded(api_session_id):
@@ -396,7 +341,7 @@ def step(state: IdentityState, sessions: Sequence[SessionRef], plan: IdentityPla
             # The first re-check at or after the deadline decides it (usually the one the deadline prompts; a
             # message that arrives just after the deadline decides it first).
             t.decided.append(before)
-        deadline = _next_deadline(t.state, plan, now)
+        deadline = next_deadline(t.state, plan, now)
         if deadline != t.state.deadline:
             t.state = replace(t.state, deadline=deadline)
             t.persist = True

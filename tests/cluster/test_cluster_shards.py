@@ -122,6 +122,17 @@ async def _posture_network(http: httpx.AsyncClient, url: str, admin: dict[str, s
     return Posture(service, check, policy, identity, {"zt-session": login.json()["data"]["token"]})
 
 
+async def _granted_session(http: httpx.AsyncClient, url: str, net: Posture) -> str:
+    """The user reports the MAC the check wants, through ``url``, and is granted a Dial session: its id."""
+    reported = await http.post(f"{url}{CLIENT}/posture-response", headers=net.user, json={
+        "id": net.check, "typeId": "MAC", "macAddresses": ["AA:BB:CC:DD:EE:FF"]})
+    assert reported.status_code == 201, reported.text
+    granted = await http.post(f"{url}{CLIENT}/sessions", json={"serviceId": net.service, "type": "Dial"},
+                              headers=net.user)
+    assert granted.status_code == 201, granted.text
+    return str(granted.json()["data"]["id"])
+
+
 async def test_a_request_to_another_node_gets_the_owners_decision(etcd: EtcdCluster, prefix: str,
                                                                    tmp_path: Path) -> None:
     """A posture report and session requests for an identity hosted by a, sent to b, get what a single node
@@ -222,13 +233,7 @@ async def test_a_policy_change_is_answered_once_the_other_nodes_have_re_checked(
         await settled({"a": a, "b": b})
         admin = await _admin(http, b_url)
         net = await _posture_network(http, b_url, admin, a)
-        reported = await http.post(f"{b_url}{CLIENT}/posture-response", headers=net.user, json={
-            "id": net.check, "typeId": "MAC", "macAddresses": ["AA:BB:CC:DD:EE:FF"]})
-        assert reported.status_code == 201, reported.text
-        granted = await http.post(f"{b_url}{CLIENT}/sessions", json={"serviceId": net.service, "type": "Dial"},
-                                  headers=net.user)
-        assert granted.status_code == 201, granted.text
-        session = granted.json()["data"]["id"]
+        session = await _granted_session(http, b_url, net)
         assert (await http.get(f"{a_url}{MGMT}/sessions/{session}", headers=admin)).status_code == 200
         # a hears of b's write only when the test hands it over: b's answer must wait for it.
         assert a.cluster is not None and a.cluster.commit is not None
@@ -268,13 +273,7 @@ async def test_the_node_taking_over_a_shard_revokes_what_a_change_took_away(etcd
                 await settled({"a": a, "b": b})
                 admin = await _admin(http, b_url)
                 net = await _posture_network(http, b_url, admin, a)
-                reported = await http.post(f"{b_url}{CLIENT}/posture-response", headers=net.user, json={
-                    "id": net.check, "typeId": "MAC", "macAddresses": ["AA:BB:CC:DD:EE:FF"]})
-                assert reported.status_code == 201, reported.text
-                granted = await http.post(f"{b_url}{CLIENT}/sessions", json={"serviceId": net.service, "type": "Dial"},
-                                          headers=net.user)
-                assert granted.status_code == 201, granted.text
-                session = granted.json()["data"]["id"]
+                session = await _granted_session(http, b_url, net)
                 assert a.cluster is not None and a.cluster.commit is not None
                 a.cluster.commit.enqueue = lambda update: None  # type: ignore[method-assign]  # a hears nothing more
                 assert b.cluster is not None and b.cluster.router is not None

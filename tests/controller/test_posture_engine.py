@@ -70,6 +70,19 @@ async def ask_session(controller: Controller, identity: str, api_session: str, s
         return error
 
 
+def report_good_mac(controller: Controller, identity: str, api_session: str) -> None:
+    """Queue the API session's report of the MAC the network's check wants."""
+    controller.engine.post(identity, PostureReported(api_session, (
+        {"id": "c", "typeId": "MAC", "macAddresses": [GOOD_MAC]},)))
+
+
+async def delete_mac_policy(controller: Controller) -> None:
+    """Delete the service policy that grants the MAC-checked service."""
+    with controller.store.read() as txn:
+        [policy] = [row["id"] for row in txn.scan("service-policies") if row["name"] == "p-mac"]
+    await controller.domain.write(lambda ctx: delete_row(ctx, controller.registry["service-policies"], policy))
+
+
 async def test_thousands_of_identities_decide_right_and_passivate(controller: Controller,
                                                                   autojump_clock: trio.testing.MockClock) -> None:
     net = await build_network(controller, 2000)
@@ -159,16 +172,13 @@ async def test_a_restart_revokes_what_a_change_took_away_before_its_re_checks_we
         net = await build_network(controller, 2)
         granted = []
         for identity, api_session in net["people"]:
-            controller.engine.post(identity, PostureReported(api_session, (
-                {"id": "c", "typeId": "MAC", "macAddresses": [GOOD_MAC]},)))
+            report_good_mac(controller, identity, api_session)
             granted.append(await ask_session(controller, identity, api_session, net["mac"]))
         assert all(isinstance(row, dict) for row in granted)
         broken = granted[0]["identityId"] if crashing else None
         expected = [row["id"] for row in granted if row["identityId"] != broken]
         monkeypatch.setattr(controller.engine, "reevaluate", lambda identity_ids, reason="": None)
-        with controller.store.read() as txn:
-            [policy] = [row["id"] for row in txn.scan("service-policies") if row["name"] == "p-mac"]
-        await controller.domain.write(lambda ctx: delete_row(ctx, controller.registry["service-policies"], policy))
+        await delete_mac_policy(controller)
         await trio.testing.wait_all_tasks_blocked()
         with controller.store.read() as txn:
             assert all(txn.exists("sessions", row["id"]) for row in granted)  # nothing re-checked: a crash now
@@ -204,8 +214,7 @@ async def test_a_failed_write_reloads_the_actor_without_crashing_it(controller: 
     not as a crash of the actor."""
     net = await build_network(controller, 1)
     identity, api_session = net["people"][0]
-    controller.engine.post(identity, PostureReported(api_session, (
-        {"id": "c", "typeId": "MAC", "macAddresses": [GOOD_MAC]},)))
+    report_good_mac(controller, identity, api_session)
     await controller.engine.settle(identity)
     controller.engine.post(identity, WriteFailed())
     await controller.engine.settle(identity)
@@ -242,8 +251,7 @@ async def test_a_revocation_whose_write_failed_is_decided_again(controller: Cont
     and checks its sessions again: the session is revoked by the next write."""
     net = await build_network(controller, 1)
     identity, api_session = net["people"][0]
-    controller.engine.post(identity, PostureReported(api_session, (
-        {"id": "c", "typeId": "MAC", "macAddresses": [GOOD_MAC]},)))
+    report_good_mac(controller, identity, api_session)
     session = await ask_session(controller, identity, api_session, net["mac"])
     assert isinstance(session, dict)
     real_apply = StepWrite.apply
@@ -256,9 +264,7 @@ async def test_a_revocation_whose_write_failed_is_decided_again(controller: Cont
         real_apply(write, ctx)
 
     monkeypatch.setattr(StepWrite, "apply", fail_once)
-    with controller.store.read() as txn:
-        [policy] = [row["id"] for row in txn.scan("service-policies") if row["name"] == "p-mac"]
-    await controller.domain.write(lambda ctx: delete_row(ctx, controller.registry["service-policies"], policy))
+    await delete_mac_policy(controller)
     controller.engine.post(identity, Reevaluate())  # the live set is not told of sessions build_network wrote
     await trio.testing.wait_all_tasks_blocked()
     assert failures == [identity]

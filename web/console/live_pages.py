@@ -26,9 +26,8 @@ import trio
 from jinja2 import Template
 from quart import Blueprint, Response, current_app, request
 
-from controller.insight import EventFilter, KeptEvent
+from controller.insight import EventFilter, KeptEvent, resume_after
 from controller.insight.follow import QUIET, EventFollower, Gap
-from controller.insight.query import resume_after
 from controller.runtime.composition import Controller
 from web.console.event_rows import describe
 from web.console.guard import current

@@ -19,11 +19,10 @@ import msgspec
 import trio
 from quart import Blueprint, Response, request
 
-from controller.insight import EventFilter, KeptEvent, page, paging_numbers
+from controller.insight import EventFilter, KeptEvent, page, paging_numbers, resume_after
 from controller.insight.access_explained import explain_identity_access
 from controller.insight.catalog import ACCESS_EXPLANATION, EVENT
 from controller.insight.follow import QUIET, EventFollower, Gap
-from controller.insight.query import resume_after
 from controller.runtime.composition import Controller
 from web.envelope import ok
 from web.guards import Access, current_session
