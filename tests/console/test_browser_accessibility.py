@@ -105,9 +105,12 @@ def test_every_page_template_passes_axe(page: Page, browser: Browser, server: Se
     page.goto(f"{url}/console/model")
     audit.check(page, "model.html")
     page.get_by_label("Or paste it").fill(MODEL.replace("wiki", "wiki2"))
+    # Each click submits a form: the audit waits for the page it leads to (axe run mid-navigation finds no document).
     page.get_by_role("button", name="Preview the changes").click()
+    expect(page.locator("#plan-summary")).to_be_visible()
     audit.check(page, "plan.html", "model-plan")
     page.get_by_role("button", name="Apply these changes").click()
+    expect(page.locator("#apply-summary")).to_be_visible()
     audit.check(page, "applied.html")
     page.goto(f"{url}/console/identities/no-such-id")
     audit.check(page, "error.html")
