@@ -1,11 +1,12 @@
 """Cluster mode: several controllers serve one network through etcd, each from a local LMDB replica.
 
 Owns: what the nodes of a network share and how. Where each thing lives in etcd (``keys``); replicated writes: a
-batch run optimistically on the replica and committed to etcd in txns guarded by the head, within etcd's limits, with
-lost answers settled by looking (``commit``, ``head_txns``, ``shipments``); the replica fed by a watch of the data,
-rebuilt from a consistent read when empty or compacted (``replica``, ``replica_apply``, ``snapshot``), and written
-without fsync under a guard naming the boot (``unsynced``); the batched
-read barrier (``freshness``); initialising the network once and its shared PKI (``network``); membership by leases
+batch run optimistically on the replica and committed to etcd in txns guarded by the network's head, or by the
+node's own lane head for the owner-fenced state of identity actors, within etcd's limits, with lost answers settled
+by looking (``commit``, ``head_txns``, ``shipments``); the replica fed by a watch of the data, rebuilt from a
+consistent read when empty or compacted (``replica``, ``local_replica``, ``replica_apply``, ``snapshot``), what it
+holds (``position``), and written without fsync under a guard naming the boot (``unsynced``); the batched read
+barrier (``freshness``); initialising the network once and its shared PKI (``network``); membership by leases
 (``membership``); identity actors sharded over the live nodes, each shard claimed under its owner's lease and every
 owner's writes fenced on it (``shards``, ``ownership``); calls for an identity routed to its owner over the signed
 internal channel, and a write's re-checks awaited on every node (``forwarding``); and a node's parts built in order
@@ -13,7 +14,7 @@ internal channel, and a write's re-checks awaited on every node (``forwarding``)
 
 Seams it gives the rest of the controller: the writer's commit step (:class:`ReplicatedCommit`, a
 ``controller.data.commit_step.CommitStep``), the read barrier (:class:`ReadIndexBarrier`, a
-``controller.data.freshness.Freshness``), the feed of every applied write (:meth:`ReplicatedCommit.subscribe`,
+``controller.data.freshness.Freshness``), the feed of every applied write (:meth:`LocalReplica.subscribe`,
 :class:`AppliedWrite`), write conditions checked by etcd (``Domain.write(..., conditions=[Compare...])``), the
 live nodes (:meth:`Membership.nodes`), the posture engine's ``Ownership`` (:class:`ShardOwnership`; the engine is
 its :class:`ShardHost`) and the routed ``PostureService`` (:class:`RoutedPosture`).
@@ -28,6 +29,7 @@ from controller.cluster.commit import ReplicatedCommit
 from controller.cluster.forwarding import RoutedPosture
 from controller.cluster.freshness import ReadIndexBarrier
 from controller.cluster.keys import NetworkKeys
+from controller.cluster.local_replica import LocalReplica
 from controller.cluster.membership import Membership, NodeRecord, NodeView
 from controller.cluster.node import ClusterConfig, ClusterNode, ClusterUnreachable, connect
 from controller.cluster.ownership import ShardHost, ShardOwnership
@@ -36,7 +38,8 @@ from controller.cluster.replica_apply import AppliedWrite
 from controller.cluster.shipments import Limits
 
 __all__ = [
-    "AppliedWrite", "ClusterConfig", "ClusterNode", "ClusterUnreachable", "Limits", "Membership", "NetworkKeys",
+    "AppliedWrite", "ClusterConfig", "ClusterNode", "ClusterUnreachable", "Limits", "LocalReplica", "Membership",
+    "NetworkKeys",
     "NodeRecord", "NodeView", "ReadIndexBarrier", "ReplicaService", "ReplicatedCommit", "RoutedPosture", "ShardHost",
     "ShardOwnership", "connect",
 ]

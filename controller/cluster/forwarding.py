@@ -72,10 +72,14 @@ class Causality(Protocol):
 
     @property
     def position(self) -> int:
-        """The head revision this node's replica holds."""
+        """A revision up to which another node's replica must have applied every write to hold all this node's
+        replica holds."""
+
+    def reached(self, revision: int) -> bool:
+        """Whether this node's replica has applied every write up to ``revision``."""
 
     async def wait_revision(self, revision: int) -> None:
-        """Return once this node's replica holds the head revision ``revision``."""
+        """Return once this node's replica has applied every write up to ``revision`` (or its wait gave up)."""
 
 
 def forwarding_key(token_key: bytes) -> bytes:
@@ -365,7 +369,7 @@ class RoutedPosture:
             return 400, b'{"error":{"code":"INVALID_INPUT"}}'
         await self._causality.wait_revision(call.revision)
         if call.op == _SETTLE:
-            if self._causality.position < call.revision:  # the replica did not get there in time
+            if not self._causality.reached(call.revision):  # the replica did not get there in time
                 return 200, b'{"error":{"code":"CLUSTER_UNAVAILABLE"}}'
             with trio.move_on_after(self.within):  # as long as the sender waits, not longer
                 shards = await self._settle_hosted(call.args.get("identities"))

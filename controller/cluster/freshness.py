@@ -1,30 +1,34 @@
 """The read barrier of a cluster node, batched as etcd's own ReadIndex: one quorum read serves every request that
 arrived before it was sent.
 
-A request asks to be fresh; the barrier's service sends one linearizable read of the head (its mod revision is the
-revision of the latest replicated write) for everyone waiting when it is sent, and those requests then wait until
-the local replica has applied that revision. Requests that arrive while a read is in flight wait for the next one,
-so one read is in flight at a time whatever the load, and each request sees every write acknowledged (anywhere)
-before it arrived. The head rather than etcd's global revision: a revision moved by keys outside the replicated
-data (leases, membership, other networks on the same etcd) would otherwise make readers wait for a progress
-notification.
+A request asks to be fresh; the barrier's service sends one linearizable read of the heads (the network's and every
+node's lane head: each replicated write moves one, so their mod revisions name the latest write of each chain) for
+everyone waiting when it is sent, and those requests then wait until the local replica holds every chain up to
+there (:meth:`~controller.cluster.position.ReplicaPosition.holds`). Requests that arrive while a read is in flight
+wait for the next one, so one read is in flight at a time whatever the load, and each request sees every write
+acknowledged (anywhere) before it arrived. The heads rather than etcd's global revision: a revision moved by keys
+outside the replicated data (leases, membership, other networks on the same etcd) would otherwise make readers wait
+for a progress notification.
 
 When etcd cannot answer (no quorum), reads are served from the replica as it is after a short bound: it holds at
 least every write this node acknowledged, since a write is acknowledged only once applied here.
 
-A request another node forwarded already passed that node's barrier: it names the revision that node's replica held
-(:attr:`ReadIndexBarrier.position`), and :meth:`ReadIndexBarrier.wait_revision` waits for this replica to hold it,
-with no quorum read of its own.
+A request another node forwarded already passed that node's barrier: it names a revision up to which a replica must
+have applied everything to hold what that node's replica held (:attr:`ReadIndexBarrier.position`), and
+:meth:`ReadIndexBarrier.wait_revision` waits for this replica to get there, with no quorum read of its own.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import trio
 
-from controller.cluster.commit import ReplicatedCommit
+from controller.cluster.head_txns import heads_of, heads_read
 from controller.cluster.keys import NetworkKeys
+from controller.cluster.local_replica import LocalReplica
+from controller.cluster.position import ReplicaPosition
 from controller.etcd import EtcdClient, EtcdError
 
 __all__ = ["STALE_READ_WAIT", "ReadIndexBarrier"]
@@ -39,23 +43,23 @@ _KICK_AFTER = 1.0
 
 
 class _Round:
-    """One quorum read and the requests it serves: ``revision`` once answered (None: etcd could not say)."""
+    """One quorum read and the requests it serves: the ``heads`` once answered (None: etcd could not say)."""
 
-    __slots__ = ("answered", "revision", "waiting")
+    __slots__ = ("answered", "heads", "waiting")
 
     def __init__(self) -> None:
         self.answered = trio.Event()
-        self.revision: int | None = None
+        self.heads: dict[bytes, int] | None = None
         self.waiting = 0
 
 
 class ReadIndexBarrier:
-    """A :class:`~controller.data.freshness.Freshness` over ``commit``'s replica; :meth:`run` is its service."""
+    """A :class:`~controller.data.freshness.Freshness` over the replica ``local``; :meth:`run` is its service."""
 
-    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, commit: ReplicatedCommit) -> None:
+    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, local: LocalReplica) -> None:
         self._etcd = etcd
         self._keys = keys
-        self._commit = commit
+        self._local = local
         self._next = _Round()
         self._wanted = trio.lowlevel.ParkingLot()
         self.rounds = 0
@@ -66,25 +70,34 @@ class ReadIndexBarrier:
         self._wanted.unpark()
         with trio.move_on_after(STALE_READ_WAIT):
             await round_.answered.wait()
-        if round_.revision is not None:
-            await self.wait_revision(round_.revision)
+        heads = round_.heads
+        if heads is not None:
+            await self._wait(lambda position: position.holds(heads))
 
     @property
     def position(self) -> int:
-        """The head revision this node's replica holds: every write it has seen acknowledged, by any node."""
-        return self._commit.head
+        """A revision up to which another replica must have applied every write to hold what this node's replica
+        holds: every write it has seen acknowledged, by any node."""
+        return self._local.position.forwarded
+
+    def reached(self, revision: int) -> bool:
+        """Whether this node's replica has applied every write up to ``revision``."""
+        return self._local.applied >= revision
 
     async def wait_revision(self, revision: int) -> None:
-        """Return once the replica holds the head revision ``revision`` (or after :data:`REPLICA_WAIT`, the watch
-        restarted after a second)."""
-        if self._commit.head >= revision:
+        """Return once the replica has applied every write up to ``revision`` (or after :data:`REPLICA_WAIT`, the
+        watch restarted after a second)."""
+        await self._wait(lambda position: position.applied >= revision)
+
+    async def _wait(self, reached: Callable[[ReplicaPosition], bool]) -> None:
+        if reached(self._local.position):
             return
         with trio.move_on_after(_KICK_AFTER):
-            await self._commit.wait_head(revision)
+            await self._local.wait_until(reached)
             return
-        self._commit.kick()  # the replica lags what etcd named: its watch may be stuck
+        self._local.kick()  # the replica lags what etcd named: its watch may be stuck
         with trio.move_on_after(REPLICA_WAIT - _KICK_AFTER):
-            await self._commit.wait_head(revision)
+            await self._local.wait_until(reached)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Send one quorum read at a time, each for the requests waiting when it is sent."""
@@ -94,8 +107,8 @@ class ReadIndexBarrier:
                 await self._wanted.park()
             round_, self._next = self._next, _Round()
             try:
-                found = await self._etcd.range(self._keys.head, keys_only=True)
-                round_.revision = found.kvs[0].mod_revision if found.kvs else 0
+                read = heads_read(self._keys)
+                round_.heads = heads_of(await self._etcd.range(read.key, read.range_end, keys_only=True))
             except EtcdError as error:
                 log.debug("a read barrier could not reach etcd", extra={"error": str(error)})
             self.rounds += 1

@@ -1,9 +1,11 @@
-"""The etcd side of a replicated write: a txn guarded by the head, and, when its answer was lost, finding out by
+"""The etcd side of a replicated write: a txn guarded by a head, and, when its answer was lost, finding out by
 looking whether it committed.
 
-Every txn that writes ``d/`` compares the head's mod revision with the one the writer's replica held when it ran the
-mutations, and puts the head with the write's id. It therefore commits only if no other write came in between (the
-mutations saw the latest state: serializable), and the head names the last write. A txn sent and not answered
+Every txn that writes ``d/`` compares the mod revision of one head (the network's, or a lane's: ``keys.py``) with the
+one the writer held when it ran the mutations, and puts that head with the write's id. It therefore commits only if
+no other write of that head's chain came in between (on the network's head: the mutations saw the latest state,
+serializable), and the head names the chain's last write. A committed txn also reads every head as it left them,
+which tells the writer whether its replica now holds everything up to the txn's revision. A txn sent and not answered
 (``OutcomeUnknown``) is never sent again: :func:`fence` moves the head past it with a txn of its own (guarded the
 same way, so sending that again is harmless), after which the lost txn can never commit; whether it did is then read
 from the head's history as the replica saw it.
@@ -32,11 +34,19 @@ from controller.etcd import (
     Unavailable,
 )
 
-__all__ = ["RETRY_PAUSE", "Conflict", "Fenced", "GuardedResult", "Refused", "fence", "send_guarded"]
+__all__ = ["RETRY_PAUSE", "Committed", "Conflict", "Fenced", "GuardedResult", "Refused", "fence", "send_guarded"]
 
 RETRY_PAUSE = 0.1
 """Seconds between two tries of a request etcd refused without applying it (no leader yet): an election takes a
 second or so, and asking again at once only loads the members."""
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """The txn committed at ``revision``; ``heads`` are the mod revisions of every head there (by key)."""
+
+    revision: int
+    heads: dict[bytes, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +63,23 @@ class Refused:
     failed: list[int]
 
 
-GuardedResult = int | Conflict | Refused
-"""A committed txn's revision, or why it did not commit."""
+GuardedResult = Committed | Conflict | Refused
+"""A committed txn, or why it did not commit."""
 
 
-def head_compare(keys: NetworkKeys, head: int) -> Compare:
-    return Compare(keys.head, CompareTarget.MOD, CompareOp.EQUAL, head)
+def head_compare(head_key: bytes, head: int) -> Compare:
+    return Compare(head_key, CompareTarget.MOD, CompareOp.EQUAL, head)
+
+
+def heads_read(keys: NetworkKeys) -> Range:
+    """The read of every head (the network's and the lanes'), keys only."""
+    return Range(keys.head, keys.heads_end, keys_only=True)
+
+
+def heads_of(result: object) -> dict[bytes, int]:
+    """Every head's mod revision, by key, from :func:`heads_read`'s result."""
+    assert isinstance(result, RangeResult)
+    return {kv.key: kv.mod_revision for kv in result.kvs}
 
 
 def _found(result: object) -> KeyValue | None:
@@ -66,18 +87,18 @@ def _found(result: object) -> KeyValue | None:
     return result.kvs[0] if result.kvs else None
 
 
-async def send_guarded(etcd: EtcdClient, keys: NetworkKeys, ops: Sequence[Op], head: int, head_value: HeadValue,
-                       conditions: Sequence[Compare], deadline: float) -> GuardedResult:
-    """Send ``ops`` with the head's put, if the head is still at ``head`` and every condition holds; try again
-    while etcd refuses without applying, until ``deadline`` (Trio time).
+async def send_guarded(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, ops: Sequence[Op], head: int,
+                       head_value: HeadValue, conditions: Sequence[Compare], deadline: float) -> GuardedResult:
+    """Send ``ops`` with the put of the head ``head_key``, if that head is still at ``head`` and every condition
+    holds; try again while etcd refuses without applying, until ``deadline`` (Trio time).
 
     Raises:
         OutcomeUnknown: the txn was sent and not answered (by ``deadline`` at the latest).
         Unavailable: etcd refused it until ``deadline``; it was not applied.
     """
-    compares = [head_compare(keys, head), *conditions]
-    success = [*ops, Put(keys.head, head_value.encode())]
-    failure: list[Op] = [Range(keys.head, keys_only=True), *(Range(c.key) for c in conditions)]
+    compares = [head_compare(head_key, head), *conditions]
+    success = [*ops, Put(head_key, head_value.encode()), heads_read(keys)]
+    failure: list[Op] = [Range(head_key, keys_only=True), *(Range(c.key) for c in conditions)]
     last: Unavailable | None = None
     with trio.move_on_at(deadline):
         while True:
@@ -90,7 +111,7 @@ async def send_guarded(etcd: EtcdClient, keys: NetworkKeys, ops: Sequence[Op], h
                 await trio.sleep(RETRY_PAUSE)
                 continue
             if result.succeeded:
-                return result.header.revision
+                return Committed(result.header.revision, heads_of(result.responses[-1]))
             found = _found(result.responses[0])
             now = found.mod_revision if found is not None else 0
             if now != head:
@@ -109,10 +130,10 @@ class Fenced:
     by_fence: bool
 
 
-async def fence(etcd: EtcdClient, keys: NetworkKeys, head: int, fence_value: HeadValue, deadline: float) -> Fenced:
-    """Make sure no txn guarded on ``head`` can commit from now on: put the head (with ``fence_value``) if it is
-    still at ``head``, else learn where it is. The fence is itself guarded on ``head``, so trying it again after a
-    lost answer can only fail harmlessly.
+async def fence(etcd: EtcdClient, head_key: bytes, head: int, fence_value: HeadValue, deadline: float) -> Fenced:
+    """Make sure no txn guarded on ``head`` of the head ``head_key`` can commit from now on: put that head (with
+    ``fence_value``) if it is still at ``head``, else learn where it is. The fence is itself guarded on ``head``, so
+    trying it again after a lost answer can only fail harmlessly.
 
     Raises:
         Unavailable: etcd did not let it be settled by ``deadline``.
@@ -121,8 +142,8 @@ async def fence(etcd: EtcdClient, keys: NetworkKeys, head: int, fence_value: Hea
     with trio.move_on_at(deadline):
         while True:
             try:
-                result = await etcd.txn([head_compare(keys, head)], [Put(keys.head, fence_value.encode())],
-                                        [Range(keys.head, keys_only=True)])
+                result = await etcd.txn([head_compare(head_key, head)], [Put(head_key, fence_value.encode())],
+                                        [Range(head_key, keys_only=True)])
             except Unavailable as error:  # OutcomeUnknown too: the next try tells
                 last = error
                 await trio.sleep(RETRY_PAUSE)

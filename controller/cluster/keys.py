@@ -2,8 +2,11 @@
 
 ::
 
-    PREFIX d/head                 the head: {w: write id, n: node}; every write to d/ puts it, guarded by a compare on
-                                  its mod revision, so it is the revision of the latest replicated write
+    PREFIX d/head                 the head: {w: write id, n: node}; every write to d/ other than a lane's puts it,
+                                  guarded by a compare on its mod revision, so those writes form one serial chain
+    PREFIX d/lane/NODE            a node's lane head, valued as the head: every write of NODE's lane (owner-fenced
+                                  rows only its actors write, ``controller/cluster/commit.py``) puts it, guarded the
+                                  same way; every write to d/ moves exactly one of the heads
     PREFIX d/r/KIND/ID            a row: the bytes the LMDB store holds for it (msgpack)
     PREFIX d/m/KEY                a meta key of the store (the default admin's id, the seeded config types, ...)
     PREFIX init                   who initialises the network, held with that node's lease; {state: done} once done
@@ -27,14 +30,21 @@ __all__ = ["DataKey", "HeadValue", "NetworkKeys"]
 
 @dataclass(frozen=True, slots=True)
 class DataKey:
-    """What a key under ``d/`` names: a row (``kind`` and ``id``), a meta key (``meta``), or the head (neither)."""
+    """What a key under ``d/`` names: a row (``kind`` and ``id``), a meta key (``meta``), a node's lane head
+    (``lane``, the node's name), or the head (none of them)."""
 
     kind: str | None = None
     id: str | None = None
     meta: str | None = None
+    lane: str | None = None
 
     @property
     def is_head(self) -> bool:
+        return self.kind is None and self.meta is None and self.lane is None
+
+    @property
+    def is_marker(self) -> bool:
+        """The head or a lane head: a key that orders writes, not data the replica holds."""
         return self.kind is None and self.meta is None
 
 
@@ -69,6 +79,8 @@ class NetworkKeys:
         self.prefix = raw
         self.data = raw + b"d/"
         self.head = self.data + b"head"
+        self.lanes = self.data + b"lane/"
+        self.heads_end = self.data + b"lane0"  # every key from the head up to here is the head or a lane head
         self._rows = self.data + b"r/"
         self._meta = self.data + b"m/"
         self.init = raw + b"init"
@@ -84,6 +96,10 @@ class NetworkKeys:
     def meta(self, key: str) -> bytes:
         return self._meta + key.encode()
 
+    def lane(self, node: str) -> bytes:
+        """The lane head of the node named ``node``."""
+        return self.lanes + node.encode()
+
     def parse(self, key: bytes) -> DataKey | None:
         """What a key under ``d/`` names; None for anything else (a key this version does not know)."""
         if key == self.head:
@@ -93,6 +109,8 @@ class NetworkKeys:
             return DataKey(kind=kind, id=row_id) if slash and kind and row_id else None
         if key.startswith(self._meta) and len(key) > len(self._meta):
             return DataKey(meta=key[len(self._meta):].decode(errors="replace"))
+        if key.startswith(self.lanes) and len(key) > len(self.lanes):
+            return DataKey(lane=key[len(self.lanes):].decode(errors="replace"))
         return None
 
     def live_member(self, name: str) -> bytes:

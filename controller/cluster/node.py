@@ -26,6 +26,7 @@ from controller.cluster.commit import ReplicatedCommit
 from controller.cluster.forwarding import HostedEngine, RoutedPosture, forwarding_key
 from controller.cluster.freshness import ReadIndexBarrier
 from controller.cluster.keys import NetworkKeys
+from controller.cluster.local_replica import LocalReplica
 from controller.cluster.membership import Membership, NodeRecord
 from controller.cluster.network import InitClaim, Joined, install_pki, join_network
 from controller.cluster.ownership import ShardOwnership
@@ -33,6 +34,7 @@ from controller.cluster.replica import ReplicaService
 from controller.cluster.shipments import Limits
 from controller.cluster.unsynced import UnsyncedGuard, arm, current_boot
 from controller.etcd import EtcdClient, EtcdError, TlsFiles, Unavailable
+from controller.posture.state import STATE_KIND
 from storage.layout import KindLayout
 from storage.store import Store
 
@@ -110,6 +112,7 @@ class ClusterNode:
         self.server_key_type = "rsa"
         self.network = ""  # the network's identity, once joined
         self.name = config.node_name or ""
+        self.local: LocalReplica | None = None
         self.commit: ReplicatedCommit | None = None
         self.replica: ReplicaService | None = None
         self.freshness: ReadIndexBarrier | None = None
@@ -149,10 +152,14 @@ class ClusterNode:
         self._guard = arm(path, current_boot()) if durable else None
         synced = durable and self._guard is None
         store = Store(path, layouts, durable=synced, sync_meta=False)
-        self.commit = ReplicatedCommit(store, self.etcd, self.keys, network=self.network,
-                                       node=self.name or self.instance, limits=self.config.limits)
-        self.replica = ReplicaService(self.etcd, self.keys, self.commit, layouts, durable=synced)
-        self.freshness = ReadIndexBarrier(self.etcd, self.keys, self.commit)
+        name = self.name or self.instance
+        self.local = LocalReplica(store, self.keys, network=self.network, lane_key=self.keys.lane(name))
+        # The identity actors' state goes in this node's lane: only the owner of an identity's shard writes it,
+        # under its fences, from what its actor holds.
+        self.commit = ReplicatedCommit(self.local, self.etcd, self.keys, node=name, limits=self.config.limits,
+                                       owned_kinds=frozenset({STATE_KIND}))
+        self.replica = ReplicaService(self.etcd, self.keys, self.local, layouts, durable=synced)
+        self.freshness = ReadIndexBarrier(self.etcd, self.keys, self.local)
         self.ownership = ShardOwnership(self.etcd, self.keys, self.membership, self.freshness)
         return store
 

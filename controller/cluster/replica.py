@@ -3,9 +3,9 @@
 The watch starts at the revision after the one the replica records, so a node restarted on its data directory
 resumes where it stopped. A replica that holds nothing yet, or whose history etcd has compacted away (``Compacted``),
 is rebuilt from a consistent read (``controller/cluster/snapshot.py``) while the node keeps serving from the old one,
-swapped in by the commit step, and watched from the revision of that read. The updates themselves are applied by the
-commit step on the writer's task (``controller/cluster/commit.py``), in revision order, with the revision recorded in
-the same transaction.
+swapped in by the commit step, and watched from the revision of that read. The updates themselves are applied on the
+writer's task (``controller/cluster/local_replica.py``), in revision order, with the revision recorded in the same
+transaction.
 
 A watch that no member carries (quorum lost) is tried again until one does; a watch that looks stuck (the writer or
 the read barrier waited in vain for a revision etcd had named) is restarted on the next member (:meth:`kick`).
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import trio
 
-from controller.cluster.commit import ReplicatedCommit
 from controller.cluster.keys import NetworkKeys
+from controller.cluster.local_replica import LocalReplica
 from controller.cluster.snapshot import load_snapshot
 from controller.etcd import Compacted, EtcdClient, EtcdError, Unavailable
 from storage.layout import KindLayout
@@ -35,18 +35,18 @@ _RETRY_PAUSE = 0.5
 
 
 class ReplicaService:
-    """Keeps ``commit``'s replica in step with etcd. ``rebuilds`` counts the replicas built afresh."""
+    """Keeps the replica ``local`` in step with etcd. ``rebuilds`` counts the replicas built afresh."""
 
-    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, commit: ReplicatedCommit, layouts: list[KindLayout],
+    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, local: LocalReplica, layouts: list[KindLayout],
                  *, durable: bool = True) -> None:
         self._etcd = etcd
         self._keys = keys
-        self._commit = commit
+        self._local = local
         self._layouts = layouts
         self._durable = durable
         self._watching: trio.CancelScope | None = None
         self.rebuilds = 0
-        commit.kick = self.kick
+        local.kick = self.kick
 
     def kick(self) -> None:
         """Restart the watch (on the next member), from where it got."""
@@ -55,34 +55,34 @@ class ReplicaService:
 
     async def rebuild(self) -> None:
         """Build the replica afresh from etcd and swap it in (the live one keeps serving meanwhile)."""
-        path = self._commit_path()
-        snapshot = await load_snapshot(self._etcd, self._keys, self._commit.network, path, self._layouts,
+        path = self._rebuild_path()
+        snapshot = await load_snapshot(self._etcd, self._keys, self._local.network, path, self._layouts,
                                        durable=self._durable)
-        await self._commit.swap(snapshot)
+        await self._local.swap(snapshot)
         self.rebuilds += 1
 
-    def _commit_path(self) -> Path:
-        live = self._commit.store_path
+    def _rebuild_path(self) -> Path:
+        live = self._local.store_path
         return live.with_name(live.name + ".rebuild")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Keep the replica in step until cancelled; started once the replica holds etcd's data as of some
         revision at least as recent as the start, and a watch carries on from there."""
         started = False
-        stale = self._commit.applied == 0  # nothing held yet: read everything rather than the whole history
+        stale = self._local.applied == 0  # nothing held yet: read everything rather than the whole history
         while True:
             try:
                 if stale:
                     await self.rebuild()
                     stale = False
                 with trio.CancelScope() as self._watching:
-                    async with self._etcd.watch(self._keys.data, prefix=True, start_revision=self._commit.applied + 1,
+                    async with self._etcd.watch(self._keys.data, prefix=True, start_revision=self._local.applied + 1,
                                                 idle_timeout=IDLE_TIMEOUT, unavailable_timeout=math.inf) as watch:
                         if not started:
                             started = True
                             task_status.started()
                         async for update in watch:
-                            self._commit.enqueue(update)
+                            self._local.enqueue(update)
             except Compacted as error:
                 log.warning("the replica's history was compacted in etcd: rebuilding it", extra={"error": str(error)})
                 stale = True

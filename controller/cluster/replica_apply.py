@@ -1,11 +1,12 @@
 """Applying etcd's changes to a node's LMDB replica, and what each applied revision tells the node, as plain
 functions over a write transaction (no I/O, no Trio).
 
-A revision (one etcd txn) is applied whole: every row it touches is first removed (indexes included), then every row
-it puts is stored, so that a txn that moves a unique name from one row to another never trips over the old holder.
-Events at or below the replica's applied revision are dropped (a watch resumed on another member may deliver some
-again). Each applied revision becomes an :class:`AppliedWrite`: the rows and meta keys it wrote, the id of the write
-(from the head) and the :class:`~controller.model.spec.Change` s of the rows of kinds that record them.
+A revision (one etcd txn) is applied whole: every row it touches is first removed (indexes included), then every row it
+puts is stored, so that a txn that moves a unique name from one row to another never trips over the old holder. Events
+the replica already holds are dropped (a watch resumed on another member may deliver some again, and the node's own
+writes come back: :meth:`~controller.cluster.position.ReplicaPosition.skips`). Each applied revision becomes an
+:class:`AppliedWrite`: the rows and meta keys it wrote, the id of the write (from the head) and the
+:class:`~controller.model.spec.Change` s of the rows of kinds that record them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import msgspec
 
 from controller.cluster.keys import HeadValue, NetworkKeys
+from controller.cluster.position import ReplicaPosition
 from controller.etcd import EventType, WatchUpdate
 from controller.model.spec import Change
 from storage.rows import decode, decode_row
@@ -24,7 +26,7 @@ from storage.store import ReadTxn, Store, WriteTxn
 from storage.write_set import RowKey, WriteSet
 
 __all__ = ["APPLIED_META", "HEAD_META", "NETWORK_META", "Applied", "AppliedWrite", "apply_rows", "apply_updates",
-           "diff_stores", "replica_position"]
+           "diff_stores", "news", "replica_position"]
 
 APPLIED_META = "cluster.applied"
 """Local meta: the etcd revision up to which every change of ``d/`` is in this replica."""
@@ -148,14 +150,27 @@ def _revisions(update: WatchUpdate) -> Iterator[tuple[int, list[Any]]]:
         yield revision, group
 
 
+def _moves_main(keys: NetworkKeys, events: Iterable[Any]) -> bool:
+    return any(event.kv.key == keys.head for event in events)
+
+
+def news(keys: NetworkKeys, updates: Iterable[WatchUpdate], position: ReplicaPosition) -> bool:
+    """Whether ``updates`` hold a write the replica at ``position`` does not hold yet."""
+    return any(not position.skips(revision, _moves_main(keys, events))
+               for update in updates for revision, events in _revisions(update))
+
+
 def apply_updates(txn: WriteTxn, store: Store, keys: NetworkKeys, updates: Iterable[WatchUpdate],
-                  applied: int, head: int) -> Applied:
-    """Apply a watch's updates of ``d/`` to ``txn`` in revision order, dropping what is at or below ``applied``,
-    and record the new position in the replica's local meta."""
-    result = Applied(applied, head)
+                  position: ReplicaPosition) -> Applied:
+    """Apply a watch's updates of ``d/`` to ``txn`` in revision order, dropping what the replica at ``position``
+    holds already, and record the new position in the replica's local meta (``position`` itself is left as it
+    is)."""
+    result = Applied(position.applied, position.head)
     for update in updates:
         for revision, events in _revisions(update):
-            if revision <= result.applied:
+            moves_main = _moves_main(keys, events)
+            if revision <= result.applied or position.skips(revision, moves_main):
+                result.applied = max(result.applied, revision)
                 continue
             written = WriteSet()
             head_value: HeadValue | None = None
@@ -164,9 +179,10 @@ def apply_updates(txn: WriteTxn, store: Store, keys: NetworkKeys, updates: Itera
                 data = None if event.type is EventType.DELETE else event.kv.value
                 if parsed is None:
                     continue
-                if parsed.is_head:
+                if parsed.is_marker:
                     head_value = HeadValue.decode(data) if data is not None else None
-                    result.head = revision
+                    if parsed.is_head:
+                        result.head = max(result.head, revision)
                 elif parsed.meta is not None:
                     written.meta[parsed.meta] = data
                 elif parsed.kind is not None and parsed.id is not None:
@@ -177,9 +193,9 @@ def apply_updates(txn: WriteTxn, store: Store, keys: NetworkKeys, updates: Itera
                                               changes))
             result.applied = revision
         result.applied = max(result.applied, update.revision)
-    if result.applied != applied:
+    if result.applied != position.applied:
         txn.set_meta(APPLIED_META, result.applied, local=True)
-    if result.head != head:
+    if result.head != position.head:
         txn.set_meta(HEAD_META, result.head, local=True)
     return result
 

@@ -1,10 +1,10 @@
 """A batch's write sets as etcd txns, within etcd's limits, and the conditions a txn carries, as plain functions.
 
-A batch goes to etcd as few txns as etcd's limits allow (``--max-txn-ops``, 128 by default, counting the head's put
-and the failure branch's reads; ``--max-request-bytes``, 1.5 MiB by default): consecutive mutations share a txn, each
-mutation whole in one, and one too large for any txn is refused on its own. A key several mutations of one txn
-wrote appears once, with the last value (etcd refuses a key twice in a txn); a kind cleared up to a key is one range
-delete.
+A batch goes to etcd as few txns as etcd's limits allow (``--max-txn-ops``, 128 by default, counting the head's put and
+the read of the heads that follows it, and the failure branch's reads; ``--max-request-bytes``, 1.5 MiB by default):
+consecutive mutations share a txn, each mutation whole in one, and one too large for any txn is refused on its own. A
+key several mutations of one txn wrote appears once, with the last value (etcd refuses a key twice in a txn); a kind
+cleared up to a key is one range delete.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from controller.cluster.keys import NetworkKeys
 from controller.etcd import Compare, CompareOp, CompareTarget, Delete, KeyValue, Op, Put
 from storage.write_set import WriteSet
 
-__all__ = ["Limits", "Plan", "condition_holds", "merged", "plan_txns", "txn_ops"]
+__all__ = ["Limits", "Plan", "condition_holds", "in_lane", "merged", "plan_txns", "txn_ops"]
 
 # Protobuf framing of one operation in etcd's log, generously (the etcd client's own estimate is 24 per part).
 _OP_OVERHEAD = 64
 # Room kept for the compares, the head's put and the request's own framing.
 _TXN_OVERHEAD = 4096
+_MARKER_OPS = 2  # the success branch's own operations: the head's put and the heads' read
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +70,14 @@ def plan_txns(keys: NetworkKeys, writes: Sequence[WriteSet | None], conditions: 
             continue
         own = _cost(keys, written)
         own_size = sum(own.values())
-        # The success branch holds every key once plus the head's put; the failure branch the head and each
-        # condition's key.
-        if len(own) + 1 > limits.max_txn_ops or 1 + carried > limits.max_txn_ops or own_size > budget_bytes:
+        # The success branch holds every key once plus the head's put and the heads' read; the failure branch the
+        # head and each condition's key.
+        if len(own) + _MARKER_OPS > limits.max_txn_ops or 1 + carried > limits.max_txn_ops or own_size > budget_bytes:
             too_large.append(index)
             continue
         added = sum(cost - costs.get(key, 0) for key, cost in own.items())  # a key written again counts once
-        fits = (len(costs.keys() | own.keys()) + 1 <= limits.max_txn_ops and reads + carried <= limits.max_txn_ops
-                and size + added <= budget_bytes)
+        fits = (len(costs.keys() | own.keys()) + _MARKER_OPS <= limits.max_txn_ops
+                and reads + carried <= limits.max_txn_ops and size + added <= budget_bytes)
         if current and not fits:
             txns.append(current)
             current, costs, size, reads = [], {}, 0, 1
@@ -88,6 +89,21 @@ def plan_txns(keys: NetworkKeys, writes: Sequence[WriteSet | None], conditions: 
     if current:
         txns.append(current)
     return Plan(txns, too_large)
+
+
+def in_lane(writes: Sequence[WriteSet | None], conditions: Sequence[Sequence[Compare]],
+            owned_kinds: frozenset[str]) -> bool:
+    """Whether a batch may go in its node's lane, unordered against other nodes' writes: it writes something, and
+    every mutation that writes is fenced (it carries conditions: an owner's claims) and writes only rows of
+    ``owned_kinds``, rows that only their owner writes, from what it holds rather than from what it reads."""
+    wrote = False
+    for written, fences in zip(writes, conditions, strict=True):
+        if not written:
+            continue
+        if not fences or written.meta or written.cleared or any(kind not in owned_kinds for kind, _ in written.rows):
+            return False
+        wrote = True
+    return wrote
 
 
 def merged(writes: Sequence[WriteSet | None]) -> WriteSet:

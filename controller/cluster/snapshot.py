@@ -45,7 +45,7 @@ def _page(keys: NetworkKeys, kvs: Iterable[KeyValue]) -> WriteSet:
     page = WriteSet()
     for kv in kvs:
         parsed = keys.parse(kv.key)
-        if parsed is None or parsed.is_head:
+        if parsed is None or parsed.is_marker:
             continue
         if parsed.meta is not None:
             page.meta[parsed.meta] = kv.value

@@ -19,7 +19,7 @@ from controller.errors import ApiError
 from controller.model.events import Cause, Event
 from controller.model.spec import WriteContext
 from controller.posture.messages import IdentityMessage, WriteFailed
-from controller.posture.state import IdentityState, encode_state
+from controller.posture.state import STATE_KIND, IdentityState, encode_state
 from controller.posture.watchers import StateWatchers
 from storage.batch import Outcome
 from storage.store import Store
@@ -27,7 +27,6 @@ from storage.store import Store
 __all__ = ["PENDING_KIND", "SESSIONS", "STATE_KIND", "Flush", "StepWrite", "WriteOwner", "answer_existing",
            "drop_state", "ignore_outcome", "record_mfa_removal", "send_replies"]
 
-STATE_KIND = "posture-state"
 PENDING_KIND = "posture-pending"
 """Per identity: an MFA removal committed but not yet handled by its actor (see :func:`record_mfa_removal`)."""
 SESSIONS = "sessions"

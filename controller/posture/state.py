@@ -15,7 +15,11 @@ import msgspec
 
 from controller.posture.records import DomainRecord, MacRecord, MfaState, OsRecord, PostureData, ProcessRecord
 
-__all__ = ["IdentityState", "SessionPosture", "decode_state", "encode_state"]
+__all__ = ["STATE_KIND", "IdentityState", "SessionPosture", "decode_state", "encode_state"]
+
+STATE_KIND = "posture-state"
+"""The raw kind the identities' states are stored under, keyed by identity id; only the actor of the identity (in a
+cluster, on the node owning its shard) writes one."""
 
 
 class SessionPosture(msgspec.Struct, frozen=True, gc=False, array_like=True):

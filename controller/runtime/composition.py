@@ -165,8 +165,8 @@ class Controller:
         domain.subscribe(engine.changes_committed, engine.watched_kinds)
         if node is not None:
             # Other nodes' writes, once applied to the replica, reach the listeners as this node's own do.
-            assert node.commit is not None
-            node.commit.subscribe(_publish_remote(domain, event_log))
+            assert node.local is not None
+            node.local.subscribe(_publish_remote(domain, event_log))
         if metrics is not None:
             metrics.collect_from(engine, sessions)
             if node is not None and node.commit is not None:

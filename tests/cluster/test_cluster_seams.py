@@ -23,6 +23,7 @@ from controller.model.events import MFA, Event
 from controller.runtime.composition import Controller
 from tests.cluster.controllers import wait_until
 from tests.cluster.etcd_cluster import EtcdCluster
+from tests.cluster.held_watch import HeldWatch, local_of
 from tests.support import make_settings, serving
 
 
@@ -75,9 +76,8 @@ async def test_a_write_commits_only_while_its_conditions_hold(etcd: EtcdCluster,
 
 async def test_every_node_hears_of_every_applied_write(etcd: EtcdCluster, prefix: str, tmp_path: Path) -> None:
     async with node(etcd, prefix, tmp_path, "a") as a, node(etcd, prefix, tmp_path, "b") as b:
-        assert b.cluster is not None and b.cluster.commit is not None
         heard: list[AppliedWrite] = []
-        b.cluster.commit.subscribe(heard.append)
+        local_of(b).subscribe(heard.append)
         remote = await create_service(a)
         with trio.fail_after(10):
             await b.freshness.wait_fresh()
@@ -97,9 +97,8 @@ async def test_batches_split_within_etcd_limits_and_a_mutation_too_large_is_refu
     mutation writing 20 rows is refused alone, writing nothing."""
     # "b" first: it initialises the network (its first rows take more than 8 operations together).
     async with node(etcd, prefix, tmp_path, "b") as b, node(etcd, prefix, tmp_path, "a", etcd_max_txn_ops=8) as a:
-        assert b.cluster is not None and b.cluster.commit is not None
         heard: list[AppliedWrite] = []
-        b.cluster.commit.subscribe(heard.append)
+        local_of(b).subscribe(heard.append)
         rows: list[dict[str, Any]] = []
 
         async def create() -> None:
@@ -218,9 +217,7 @@ async def test_a_write_that_met_another_nodes_runs_again_and_is_counted(etcd: Et
         commit = a.cluster.commit
         # a's replica is kept from hearing of b's write until a has tried its own: a's write is guarded on a head
         # that has moved, so it must meet b's, catch up and run again.
-        held: list[Any] = []
-        hand_over = commit.enqueue
-        commit.enqueue = held.append  # type: ignore[method-assign,assignment]
+        watch = HeldWatch(a)
         theirs = await create_service(b)
         outcome: dict[str, Any] = {}
 
@@ -233,9 +230,7 @@ async def test_a_write_that_met_another_nodes_runs_again_and_is_counted(etcd: Et
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ours)
             await wait_until(conflicted, 10)
-            commit.enqueue = hand_over  # type: ignore[method-assign]
-            for update in held:
-                hand_over(update)
+            watch.release()
         assert commit.conflicts == 1
         assert {theirs["id"], outcome["row"]["id"]} <= service_ids(a)
         exposition = generate_latest(a.metrics.registry).decode()

@@ -18,6 +18,7 @@ from controller.etcd import EtcdClient, Unavailable
 from controller.insight import kept_events, latest_id
 from controller.runtime.composition import Controller
 from tests.cluster.etcd_cluster import EtcdCluster
+from tests.cluster.held_watch import HeldWatch
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, make_settings, serving
 
 MGMT = "/edge/management/v1"
@@ -236,11 +237,7 @@ async def test_a_policy_change_is_answered_once_the_other_nodes_have_re_checked(
         session = await _granted_session(http, b_url, net)
         assert (await http.get(f"{a_url}{MGMT}/sessions/{session}", headers=admin)).status_code == 200
         # a hears of b's write only when the test hands it over: b's answer must wait for it.
-        assert a.cluster is not None and a.cluster.commit is not None
-        commit = a.cluster.commit
-        held: list[Any] = []
-        hand_over = commit.enqueue
-        commit.enqueue = held.append  # type: ignore[method-assign,assignment]
+        watch = HeldWatch(a)
         answered: list[httpx.Response] = []
 
         async def change() -> None:
@@ -251,9 +248,7 @@ async def test_a_policy_change_is_answered_once_the_other_nodes_have_re_checked(
             nursery.start_soon(change)
             await trio.sleep(0.5)  # less than a replica's wait before it restarts its watch (a second)
             assert not answered, "answered before the node hosting the user re-checked"
-            commit.enqueue = hand_over  # type: ignore[method-assign]
-            for update in held:
-                hand_over(update)
+            watch.release()
         assert answered[0].status_code == 200, answered[0].text
         for url in (b_url, a_url):
             gone = await http.get(f"{url}{MGMT}/sessions/{session}", headers=admin)
@@ -274,8 +269,7 @@ async def test_the_node_taking_over_a_shard_revokes_what_a_change_took_away(etcd
                 admin = await _admin(http, b_url)
                 net = await _posture_network(http, b_url, admin, a)
                 session = await _granted_session(http, b_url, net)
-                assert a.cluster is not None and a.cluster.commit is not None
-                a.cluster.commit.enqueue = lambda update: None  # type: ignore[method-assign]  # a hears nothing more
+                HeldWatch(a, drop=True)  # a hears nothing more
                 assert b.cluster is not None and b.cluster.router is not None
                 b.cluster.router.within = 600.0  # b waits for the re-check however long the take-over takes here
 
