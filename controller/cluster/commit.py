@@ -39,7 +39,7 @@ from controller.cluster.shipments import Limits, in_lane, merged, plan_txns, txn
 from controller.data.commit_step import Answer, ConditionFailed, Queued
 from controller.data.local_commit import apply_yielding
 from controller.errors import ApiError, nested_cause
-from controller.etcd import Compare, EtcdClient, OutcomeUnknown, Unavailable
+from controller.etcd import Compare, Delete, EtcdClient, Op, OutcomeUnknown, Put, Unavailable
 from storage.batch import Outcome
 from storage.store import WriteTxn
 
@@ -154,6 +154,7 @@ class ReplicatedCommit:
         sent: list[str] = []
         committed: Committed | None = None
         revisions: list[int] = []
+        written: list[list[bytes]] = []  # the keys each committed txn wrote
         try:
             for part in plan.txns:
                 write_id = self._new_id()
@@ -166,6 +167,8 @@ class ReplicatedCommit:
                                                 HeadValue(write_id, self.node), guards, deadline)
                 except OutcomeUnknown:
                     await self._local.end(raw, commit=False)
+                    if lane:  # it may have committed, and will not be in the replica before the watch brings it
+                        position.lane_skipped()
                     revision = await self._settle(write_id, head_key, at, deadline)
                     if revision is not None:
                         done, at = done + part, revision
@@ -178,6 +181,7 @@ class ReplicatedCommit:
                 if isinstance(result, Committed):
                     done, at, committed = done + part, result.revision, result
                     revisions.append(at)
+                    written.append(_keys_written(ops))
                     if lane:
                         position.lane_shipped(at)
                     continue
@@ -195,26 +199,27 @@ class ReplicatedCommit:
                     settled.update((owners[index], Outcome(error=error)) for index in result.failed)
                 return settled
             assert committed is not None
-            await self._commit_local(txn, raw, lane, compared, revisions, committed.heads)
+            await self._commit_local(txn, raw, lane, compared, revisions, committed.heads, written)
             return dict(enumerate(outcomes))
         finally:
             # Applied by now, or never to be: nothing is left to recognise as this node's own.
             self._local.forget(sent)
 
     async def _commit_local(self, txn: WriteTxn, raw: lmdb.Transaction, lane: bool, compared: int,
-                            revisions: list[int], heads: dict[bytes, int]) -> None:
-        """Etcd holds the batch (its txns committed at ``revisions``, the first guarded on ``compared``, the last
-        leaving the heads at ``heads``): commit the same transaction to the replica, recording where it stands."""
+                            revisions: list[int], heads: dict[bytes, int], written: list[list[bytes]]) -> None:
+        """Etcd holds the batch (its txns committed at ``revisions`` writing the keys ``written``, the first guarded
+        on ``compared``, the last leaving the heads at ``heads``): commit the same transaction to the replica,
+        recording where it stands."""
         shipped = txn.writes
         position = self._local.position
         after = position.copy()
-        after.committed(lane=lane, compared=compared, revisions=revisions, heads=heads)
+        after.committed(lane=lane, compared=compared, revisions=revisions, heads=heads, written=written)
         if after.head != position.head:
             txn.set_meta(HEAD_META, after.head, local=True)
         if after.applied != position.applied:
             txn.set_meta(APPLIED_META, after.applied, local=True)
         await self._local.end(raw, commit=True)
-        position.committed(lane=lane, compared=compared, revisions=revisions, heads=heads)
+        position.committed(lane=lane, compared=compared, revisions=revisions, heads=heads, written=written)
         self._local.moved_on()
         if shipped is not None:
             self._local.publish(AppliedWrite(revisions[-1], "", self.node, dict(shipped.rows), dict(shipped.meta),
@@ -255,6 +260,12 @@ class ReplicatedCommit:
 
     def _new_id(self) -> str:
         return f"{self._prefix}.{next(self._ids)}"
+
+
+def _keys_written(ops: Sequence[Op]) -> list[bytes]:
+    """The keys a txn's puts and single-key deletes wrote (a range delete only clears the event log's old rows)."""
+    return [op.key for op in ops
+            if isinstance(op.key, bytes) and (isinstance(op, Put) or (isinstance(op, Delete) and op.range_end is None))]
 
 
 def _conditions(item: Queued) -> list[Compare]:

@@ -20,6 +20,7 @@ have applied everything to hold what that node's replica held (:attr:`ReadIndexB
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -35,6 +36,9 @@ __all__ = ["STALE_READ_WAIT", "ReadIndexBarrier"]
 
 log = logging.getLogger("tollgate.cluster")
 
+CURRENT_RETRY = 0.1
+"""Seconds :meth:`ReadIndexBarrier.wait_current` waits before a new quorum read after one that etcd could not
+answer."""
 STALE_READ_WAIT = 0.5
 """Seconds a request waits for a quorum read that does not come back before it is served from the replica as is."""
 REPLICA_WAIT = 10.0
@@ -73,6 +77,22 @@ class ReadIndexBarrier:
         heads = round_.heads
         if heads is not None:
             await self._wait(lambda position: position.holds(heads))
+
+    async def wait_current(self) -> None:
+        """As :meth:`wait_fresh`, without ever settling for the replica as it is: quorum reads until one is answered
+        and the replica holds what it named (adopting a shard needs the state its old owner left)."""
+        while True:
+            round_ = self._next
+            round_.waiting += 1
+            self._wanted.unpark()
+            await round_.answered.wait()
+            heads = round_.heads
+            if heads is None:
+                await trio.sleep(CURRENT_RETRY)
+                continue
+            await self._wait(functools.partial(ReplicaPosition.holds, heads=heads))
+            if self._local.position.holds(heads):
+                return
 
     @property
     def position(self) -> int:

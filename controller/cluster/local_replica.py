@@ -54,7 +54,10 @@ class LocalReplica:
         self.network = network  # the network's identity (a replica of another is rebuilt)
         with store.read() as txn:
             applied, head = replica_position(txn, network)
-        self.position = ReplicaPosition(keys.head, lane_key, applied, head)
+        # A head recorded above the applied revision was this node's own writes ahead of the watch: which writes of
+        # other nodes came in between is not known any more, so everything after the applied revision is taken
+        # again in order (own writes included: the replica ends as etcd holds it).
+        self.position = ReplicaPosition(keys.head, lane_key, applied, min(head, applied))
         self._pending: list[WatchUpdate] = []
         self._snapshot: Snapshot | None = None
         self._wake: Callable[[], None] = lambda: None

@@ -61,7 +61,8 @@ class ShardHost(Protocol):
 
 
 class Freshness(Protocol):
-    async def wait_fresh(self) -> None: ...
+    async def wait_current(self) -> None:
+        """Return once the replica holds every write acknowledged before the call, however long that takes."""
 
 
 class ShardOwnership:
@@ -218,8 +219,9 @@ class ShardOwnership:
             if fence is not None:
                 claimed[shard] = fence
         if claimed:
-            # The replica first holds every write made before the claim: the state the old owner left.
-            await self._freshness.wait_fresh()
+            # The replica first holds every write made before the claim: the state the old owner left (never a
+            # stale replica's, which the new owner's writes would then be applied under).
+            await self._freshness.wait_current()
             if self._lease != keeper.lease_id or keeper.remaining(trio.current_time()) <= MARGIN:
                 return  # lost meanwhile: the keys went with the lease
             self._mine.update(claimed)

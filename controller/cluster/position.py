@@ -15,7 +15,9 @@ latest write with the chain below it. A head's chain is held up to:
 
 Own lane writes committed above ``applied`` are listed in ``own``, so that the watch, bringing them back, leaves
 them alone (a later own write of the same row is already there). A write of the network's chain at or below
-``head`` is left alone for the same reason.
+``head`` is left alone for the same reason. And every key an own write above ``applied`` wrote is in ``own_keys``
+with that write's revision: a write of another chain to the same key, older than the own one, is not applied over
+it when the watch brings it later (an owner's state row deleted by a repair made elsewhere, say).
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ class ReplicaPosition:
     """The mod revision this node's next lane write compares its lane head with (0: the key is absent, or unknown
     yet: a wrong guess only costs one refused txn that names the right one)."""
     own: set[int] = field(default_factory=set)
+    own_keys: dict[bytes, int] = field(default_factory=dict)
 
     def copy(self) -> ReplicaPosition:
-        return replace(self, own=set(self.own))
+        return replace(self, own=set(self.own), own_keys=dict(self.own_keys))
 
     def holds_head(self, key: bytes, mod: int) -> bool:
         """Whether the replica holds the chain of head ``key`` up to its write at ``mod``."""
@@ -69,6 +72,10 @@ class ReplicaPosition:
         the replica, put there by this node's commit."""
         return revision <= self.applied or revision in self.own or (moves_main and revision <= self.head)
 
+    def shadows(self, key: bytes, revision: int) -> bool:
+        """Whether an own write of ``key`` newer than ``revision`` is in the replica (the older one is not taken)."""
+        return self.own_keys.get(key, 0) >= revision
+
     def lane_shipped(self, revision: int) -> None:
         """A txn of this node's lane committed in etcd at ``revision``."""
         self.lane_expected = revision
@@ -84,9 +91,11 @@ class ReplicaPosition:
         lost): the replica gets it from the watch, and the own chain counts only once applied past it."""
         self.lane_base = None
 
-    def committed(self, *, lane: bool, compared: int, revisions: Sequence[int], heads: Mapping[bytes, int]) -> None:
-        """An own batch is in the replica: its txns committed at ``revisions`` (in order, at least one), the first
-        compared its head with ``compared``, and the last left the heads at ``heads``."""
+    def committed(self, *, lane: bool, compared: int, revisions: Sequence[int], heads: Mapping[bytes, int],
+                  written: Sequence[Sequence[bytes]]) -> None:
+        """An own batch is in the replica: its txns committed at ``revisions`` (in order, at least one), having
+        written the keys ``written`` (the same order), the first compared its head with ``compared``, and the last
+        left the heads at ``heads``."""
         last = revisions[-1]
         if lane:
             if self.lane_base is None:
@@ -97,8 +106,11 @@ class ReplicaPosition:
             self.head = max(self.head, last)
         if self.holds(heads):
             self.advanced(last)
-        elif lane:
+            return
+        if lane:
             self.own.update(revisions)
+        for revision, keys in zip(revisions, written, strict=True):
+            self.own_keys.update(dict.fromkeys(keys, revision))
 
     def advanced(self, applied: int, head: int | None = None) -> None:
         """The replica holds every write up to ``applied`` (and the network's chain up to ``head``)."""
@@ -107,10 +119,13 @@ class ReplicaPosition:
             self.head = max(self.head, head)
         if self.own:
             self.own = {revision for revision in self.own if revision > self.applied}
+        if self.own_keys:
+            self.own_keys = {key: revision for key, revision in self.own_keys.items() if revision > self.applied}
 
     def rebuilt(self, revision: int, head: int) -> None:
         """The replica was replaced by one read at ``revision`` (the network's head at ``head``): own writes above
         it are in it only once the watch brings them."""
         self.applied, self.head = revision, head
         self.own.clear()
+        self.own_keys.clear()
         self.lane_base = None

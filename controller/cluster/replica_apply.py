@@ -175,6 +175,8 @@ def apply_updates(txn: WriteTxn, store: Store, keys: NetworkKeys, updates: Itera
             written = WriteSet()
             head_value: HeadValue | None = None
             for event in events:
+                if position.shadows(event.kv.key, revision):
+                    continue
                 parsed = keys.parse(event.kv.key)
                 data = None if event.type is EventType.DELETE else event.kv.value
                 if parsed is None:

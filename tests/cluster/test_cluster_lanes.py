@@ -14,9 +14,21 @@ import trio
 
 from controller.cluster import AppliedWrite
 from controller.cluster.commit import ReplicatedCommit
-from controller.etcd import Compare, CompareOp, CompareTarget, EtcdClient, Op, OutcomeUnknown, Put, TxnResult
+from controller.errors import ApiError
+from controller.etcd import (
+    Compare,
+    CompareOp,
+    CompareTarget,
+    EtcdClient,
+    Op,
+    OutcomeUnknown,
+    Put,
+    TxnResult,
+    Unavailable,
+)
 from controller.posture.state import STATE_KIND, IdentityState, encode_state
 from controller.runtime.composition import Controller
+from storage.batch import Outcome
 from tests.cluster.etcd_cluster import EtcdCluster
 from tests.cluster.held_watch import HeldWatch, local_of
 from tests.cluster.test_cluster_seams import create_service, node
@@ -202,3 +214,107 @@ async def test_a_restarted_node_finds_its_lane_where_it_left_it(etcd: EtcdCluste
                 await a.freshness.wait_fresh()
             assert states(a) == {"w": state("w", 2), "v": state("v", 1)}
             assert commit_of(a).conflicts == 0
+
+
+async def test_a_restart_takes_again_in_order_what_came_after_its_applied_revision(etcd: EtcdCluster, prefix: str,
+                                                                                  tmp_path: Path) -> None:
+    """a writes one row in its lane, then in the network's order, while it has not applied a write b made before
+    them, and stops. Started again, it takes everything after its applied revision again, in order, and ends with
+    the row as etcd holds it (the later write)."""
+    async with EtcdClient(etcd.endpoints) as client, node(etcd, prefix, tmp_path, "b") as b:
+        fence_a, fence_b = await claim(client, prefix), await claim(client, prefix)
+        async with node(etcd, prefix, tmp_path, "a") as a:
+            with trio.fail_after(10):
+                await a.freshness.wait_fresh()
+            HeldWatch(a, drop=True)
+            await put_state(b, fence_b, "x", 1)
+            await put_state(a, fence_a, "y", 1)
+
+            def unfenced(ctx: Any) -> None:  # no fence: a write in the network's order
+                ctx.txn.put_raw(STATE_KIND, "y", state("y", 2))
+
+            await a.domain.write(unfenced)
+            assert states(a) == {"y": state("y", 2)}
+        async with node(etcd, prefix, tmp_path, "a") as a:
+            with trio.fail_after(10):
+                await a.freshness.wait_fresh()
+            assert states(a) == {"x": state("x", 1), "y": state("y", 2)}
+
+
+async def test_an_older_write_of_another_chain_is_not_applied_over_a_newer_own_one(etcd: EtcdCluster, prefix: str,
+                                                                                  tmp_path: Path) -> None:
+    """b deletes a's state row in the network's order (a repair, say); a writes the row again after it, before its
+    watch brings the delete: when the delete comes, a keeps its later row, as etcd does."""
+    async with EtcdClient(etcd.endpoints) as client, node(etcd, prefix, tmp_path, "a") as a, \
+            node(etcd, prefix, tmp_path, "b") as b:
+        fence = await claim(client, prefix)
+        await put_state(a, fence, "z", 1)
+        with trio.fail_after(10):
+            await b.freshness.wait_fresh()
+        watch = HeldWatch(a)
+
+        def repair(ctx: Any) -> None:
+            ctx.txn.delete_raw(STATE_KIND, "z")
+
+        await b.domain.write(repair)
+        await put_state(a, fence, "z", 2)
+        watch.release()
+        with trio.fail_after(10):
+            await a.freshness.wait_fresh()
+            await b.freshness.wait_fresh()
+        stored = await client.range(f"{prefix}d/r/{STATE_KIND}/z")
+        assert [kv.value for kv in stored.kvs] == [state("z", 2)]
+        assert states(a)["z"] == states(b)["z"] == state("z", 2)
+
+
+async def test_a_lane_batch_cut_short_by_a_lost_answer_leaves_its_first_txn_to_the_watch(
+        etcd: EtcdCluster, prefix: str, tmp_path: Path) -> None:
+    """A lane batch of two txns (etcd takes five operations per txn here): the first commits, the second's answer
+    is lost and its fence finds etcd unavailable, so the batch is answered 503. The first txn's rows reach the
+    replica from the watch, even after a later lane write commits before the watch brings them."""
+    async with EtcdClient(etcd.endpoints) as client, node(etcd, prefix, tmp_path, "b"), \
+            node(etcd, prefix, tmp_path, "a", etcd_max_txn_ops=5) as a:
+        fence = await claim(client, prefix)
+        await put_state(a, fence, "before", 1)
+        real = client_of(a).txn
+        armed = {"lane txns": 0, "on": True}
+
+        async def failing(compare: Sequence[Compare] = (), success: Sequence[Op] = (),
+                          failure: Sequence[Op] = ()) -> TxnResult:
+            lane = any(isinstance(op, Put) and b"/d/lane/" in op.key for op in success)
+            rows = any(isinstance(op, Put) and b"/d/r/" in op.key for op in success)
+            if armed["on"] and lane and rows:
+                armed["lane txns"] += 1
+                if armed["lane txns"] == 2:
+                    raise OutcomeUnknown("the answer was lost")
+            elif armed["on"] and lane:  # the fence of the lost txn
+                raise Unavailable("no quorum")
+            return await real(compare, success, failure)
+
+        client_of(a).txn = failing  # type: ignore[method-assign]
+        watch = HeldWatch(a)
+        outcomes: list[Outcome] = []
+        done = trio.Event()
+
+        def finished(outcome: Outcome) -> None:
+            outcomes.append(outcome)
+            if len(outcomes) == 2:
+                done.set()
+
+        for name in ("first", "second"):  # queued together: one batch, one txn each (2 rows and the heads: 4 ops)
+            def write(ctx: Any, name: str = name) -> None:
+                for part in ("a", "b"):
+                    ctx.txn.put_raw(STATE_KIND, f"{name}-{part}", state(name, 1))
+
+            a.domain.post_write(write, finished, conditions=[fence])
+        with trio.fail_after(30):
+            await done.wait()
+        assert armed["lane txns"] == 2
+        assert all(isinstance(outcome.error, ApiError) and outcome.error.code == "CLUSTER_UNAVAILABLE"
+                   for outcome in outcomes)
+        armed["on"] = False
+        await put_state(a, fence, "after", 1)
+        watch.release()
+        with trio.fail_after(10):
+            await a.freshness.wait_fresh()
+        assert set(states(a)) == {"before", "first-a", "first-b", "after"}

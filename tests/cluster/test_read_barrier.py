@@ -1,0 +1,83 @@
+"""The read barrier's two waits (``controller/cluster/freshness.py``), on virtual time, over an etcd that cannot
+answer at first: a request settles for the replica as it is, adopting a shard does not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from controller.cluster import ReadIndexBarrier
+from controller.cluster.freshness import CURRENT_RETRY
+from controller.cluster.keys import NetworkKeys
+from controller.cluster.position import ReplicaPosition
+from controller.etcd import EtcdError, KeyValue, RangeResult
+
+KEYS = NetworkKeys("/t/")
+
+
+class Etcd:
+    """Fails the first ``failures`` reads of the heads, then finds the network's head at ``head``."""
+
+    def __init__(self, failures: int, head: int) -> None:
+        self.failures = failures
+        self.head = head
+        self.reads = 0
+
+    async def range(self, key: bytes, range_end: bytes | None = None, **_: Any) -> RangeResult:
+        self.reads += 1
+        await trio.lowlevel.checkpoint()
+        if self.reads <= self.failures:
+            raise EtcdError("no leader")
+        return RangeResult(kvs=(KeyValue(key=KEYS.head, mod_revision=self.head),))
+
+
+class Replica:
+    """A replica at ``applied`` that the test moves on."""
+
+    def __init__(self, applied: int) -> None:
+        self.position = ReplicaPosition(KEYS.head, KEYS.lane("a"), applied, applied)
+        self._moved = trio.lowlevel.ParkingLot()
+
+    @property
+    def applied(self) -> int:
+        return self.position.applied
+
+    def move_to(self, applied: int) -> None:
+        self.position.advanced(applied, applied)
+        self._moved.unpark_all()
+
+    async def wait_until(self, reached: Callable[[ReplicaPosition], bool]) -> None:
+        while not reached(self.position):
+            await self._moved.park()
+
+    def kick(self) -> None:
+        pass
+
+
+async def test_adopting_waits_for_a_quorum_read_where_a_request_settles_for_the_replica(
+        autojump_clock: trio.abc.Clock) -> None:
+    etcd, replica = Etcd(failures=3, head=7), Replica(applied=5)
+    barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(barrier.run)
+        start = trio.current_time()
+        await barrier.wait_fresh()  # etcd could not say: served from the replica as it is, at once
+        assert trio.current_time() == start and etcd.reads == 1
+        waited: list[float] = []
+        adopted = trio.Event()
+
+        async def adopt() -> None:
+            await barrier.wait_current()
+            waited.append(trio.current_time() - start)
+            adopted.set()
+
+        nursery.start_soon(adopt)
+        await trio.sleep(0.9)
+        # Two more failures, CURRENT_RETRY apart, then the head at 7, which the replica has not reached.
+        assert etcd.reads == 4 and not waited and 2 * CURRENT_RETRY < 0.9
+        replica.move_to(7)
+        await adopted.wait()
+        assert waited == [0.9]
+        nursery.cancel_scope.cancel()
