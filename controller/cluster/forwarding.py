@@ -13,10 +13,11 @@ record), signed: the header ``X-Tollgate-Forward: TIME:HMAC`` is HMAC-SHA256 ove
 key derived from the network's enrolment-token key, which only the network's nodes hold (etcd gives it to them with
 the PKI). A request whose signature does not verify, or whose time is more than :data:`SKEW` seconds off, is refused
 (401) before anything is decoded. Over TLS the node also checks the peer's certificate against the network CA.
-A forwarded call names the head revision the forwarding node's replica held when it sent it, past that node's own
-read barrier; the owner waits until its replica holds that revision before it acts (no quorum read of its own), so
-it sees every write acknowledged before the client's request arrived (the login just made on the forwarding node,
-say). The channel's connections are kept alive (``controller/etcd/connection.py``).
+A forwarded call names the revision the forwarding node's replica held when it sent it, past that node's own read
+barrier; the owner waits until its replica has applied every write up to there before it acts (no quorum read of its
+own), so it sees every write acknowledged before the client's request arrived (the login just made on the forwarding
+node, say). The state the forwarding node's own actors wrote is left out: it is of identities the owner does not
+host. The channel's connections are kept alive (``controller/etcd/connection.py``).
 
 **Re-checks elsewhere.** A write that makes identities re-check their sessions (a policy, a posture check, an
 identity's roles) is answered once every node has: the node that committed it waits for its own actors, then sends

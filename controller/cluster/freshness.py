@@ -97,7 +97,7 @@ class ReadIndexBarrier:
     @property
     def position(self) -> int:
         """A revision up to which another replica must have applied every write to hold what this node's replica
-        holds: every write it has seen acknowledged, by any node."""
+        holds (every write it has seen acknowledged, by any node), but the state its own actors wrote."""
         return self._local.position.forwarded
 
     def reached(self, revision: int) -> bool:

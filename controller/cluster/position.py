@@ -64,8 +64,10 @@ class ReplicaPosition:
 
     @property
     def forwarded(self) -> int:
-        """A revision up to which another replica must have applied every write to hold all this one holds."""
-        return max(self.applied, self.head, self.lane)
+        """A revision up to which another replica must have applied every write to hold all this one holds but this
+        node's own lane: the state of identities this node hosts, which no other node reads while it hosts them (a
+        node taking one over first reads every lane's head)."""
+        return max(self.applied, self.head)
 
     def skips(self, revision: int, moves_main: bool) -> bool:
         """Whether the watch's write at ``revision`` (``moves_main``: a write of the network's chain) is already in
