@@ -11,8 +11,9 @@ to the head, and the batch runs again, so every rule the mutations check held ag
 
 A batch that only writes rows of the owned kinds, each mutation under its owner's fences (the identity actors'
 state: :func:`~controller.cluster.shipments.in_lane`), goes in this node's lane instead: guarded by the node's own
-lane head, it never meets another node's writes, which do not touch those rows, and the owner's fences keep a
-former owner out. Where the replica then stands is kept by :class:`~controller.cluster.position.ReplicaPosition`.
+lane head, it never meets another node's writes (which touch those rows only to repair or drop them: the replica
+keeps the later of the two, ``ReplicaPosition.shadows``), and the owner's fences keep a former owner out. Where the
+replica then stands is kept by :class:`~controller.cluster.position.ReplicaPosition`.
 
 Each mutation is whole in one txn; one too large for any is refused (413 ``WRITE_TOO_LARGE``). A lost answer is
 settled by looking, never by sending again. etcd refusing writes (no quorum) until the batch's deadline: 503
@@ -216,8 +217,7 @@ class ReplicatedCommit:
         after.committed(lane=lane, compared=compared, revisions=revisions, heads=heads, written=written)
         if after.head != position.head:
             txn.set_meta(HEAD_META, after.head, local=True)
-        if after.applied != position.applied:
-            txn.set_meta(APPLIED_META, after.applied, local=True)
+        txn.set_meta(APPLIED_META, after.applied, local=True)  # the watch may have moved it on since it was recorded
         await self._local.end(raw, commit=True)
         position.committed(lane=lane, compared=compared, revisions=revisions, heads=heads, written=written)
         self._local.moved_on()

@@ -74,7 +74,7 @@ class Causality(Protocol):
     @property
     def position(self) -> int:
         """A revision up to which another node's replica must have applied every write to hold all this node's
-        replica holds."""
+        replica holds, but the state this node's own actors wrote."""
 
     def reached(self, revision: int) -> bool:
         """Whether this node's replica has applied every write up to ``revision``."""

@@ -28,7 +28,7 @@ import trio
 
 from controller.cluster.head_txns import heads_of, heads_read
 from controller.cluster.keys import NetworkKeys
-from controller.cluster.local_replica import LocalReplica
+from controller.cluster.local_replica import KICK_AFTER, LocalReplica
 from controller.cluster.position import ReplicaPosition
 from controller.etcd import EtcdClient, EtcdError
 
@@ -43,7 +43,6 @@ STALE_READ_WAIT = 0.5
 """Seconds a request waits for a quorum read that does not come back before it is served from the replica as is."""
 REPLICA_WAIT = 10.0
 """Seconds a request waits for the replica to reach a revision etcd named (the watch is restarted after a second)."""
-_KICK_AFTER = 1.0
 
 
 class _Round:
@@ -81,6 +80,7 @@ class ReadIndexBarrier:
     async def wait_current(self) -> None:
         """As :meth:`wait_fresh`, without ever settling for the replica as it is: quorum reads until one is answered
         and the replica holds what it named (adopting a shard needs the state its old owner left)."""
+        warned = False
         while True:
             round_ = self._next
             round_.waiting += 1
@@ -88,6 +88,9 @@ class ReadIndexBarrier:
             await round_.answered.wait()
             heads = round_.heads
             if heads is None:
+                if not warned:
+                    warned = True
+                    log.warning("etcd cannot say what was acknowledged: waiting for it before adopting shards")
                 await trio.sleep(CURRENT_RETRY)
                 continue
             await self._wait(functools.partial(ReplicaPosition.holds, heads=heads))
@@ -112,11 +115,11 @@ class ReadIndexBarrier:
     async def _wait(self, reached: Callable[[ReplicaPosition], bool]) -> None:
         if reached(self._local.position):
             return
-        with trio.move_on_after(_KICK_AFTER):
+        with trio.move_on_after(KICK_AFTER):
             await self._local.wait_until(reached)
             return
         self._local.kick()  # the replica lags what etcd named: its watch may be stuck
-        with trio.move_on_after(REPLICA_WAIT - _KICK_AFTER):
+        with trio.move_on_after(REPLICA_WAIT - KICK_AFTER):
             await self._local.wait_until(reached)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -54,10 +54,15 @@ class LocalReplica:
         self.network = network  # the network's identity (a replica of another is rebuilt)
         with store.read() as txn:
             applied, head = replica_position(txn, network)
-        # A head recorded above the applied revision was this node's own writes ahead of the watch: which writes of
-        # other nodes came in between is not known any more, so everything after the applied revision is taken
-        # again in order (own writes included: the replica ends as etcd holds it).
-        self.position = ReplicaPosition(keys.head, lane_key, applied, min(head, applied))
+        if head > applied:
+            # The node stopped with its own writes in the network's order ahead of what its watch had brought. They
+            # cannot be taken again from the watch over the later state they led to (a name freed and taken again
+            # would meet itself in a unique index), nor skipped (another node's write in between may have touched
+            # the same rows): the replica is rebuilt from etcd, as an empty one is.
+            log.warning("the replica stopped ahead of its watch: rebuilding it from etcd",
+                        extra={"applied": applied, "head": head})
+            applied = head = 0
+        self.position = ReplicaPosition(keys.head, lane_key, applied, head)
         self._pending: list[WatchUpdate] = []
         self._snapshot: Snapshot | None = None
         self._wake: Callable[[], None] = lambda: None
@@ -150,6 +155,7 @@ class LocalReplica:
         self._announced.update(write_ids)
 
     def forget(self, write_ids: list[str]) -> None:
+        """The writes :meth:`announce` named are applied, or never will be."""
         self._announced.difference_update(write_ids)
 
     def look_for(self, write_id: str) -> None:
@@ -162,6 +168,7 @@ class LocalReplica:
         return self._deciding.pop(write_id, None)
 
     def publish(self, write: AppliedWrite) -> None:
+        """Tell every feed listener of ``write``."""
         for listener in self._feed:
             listener(write)
 

@@ -46,6 +46,7 @@ class ReplicaPosition:
     own_keys: dict[bytes, int] = field(default_factory=dict)
 
     def copy(self) -> ReplicaPosition:
+        """An independent copy (to compute a position before the transaction recording it commits)."""
         return replace(self, own=set(self.own), own_keys=dict(self.own_keys))
 
     def holds_head(self, key: bytes, mod: int) -> bool:

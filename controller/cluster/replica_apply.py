@@ -195,8 +195,7 @@ def apply_updates(txn: WriteTxn, store: Store, keys: NetworkKeys, updates: Itera
                                               changes))
             result.applied = revision
         result.applied = max(result.applied, update.revision)
-    if result.applied != position.applied:
-        txn.set_meta(APPLIED_META, result.applied, local=True)
+    txn.set_meta(APPLIED_META, result.applied, local=True)  # the position may be ahead of the recorded one
     if result.head != position.head:
         txn.set_meta(HEAD_META, result.head, local=True)
     return result
