@@ -16,7 +16,8 @@ import time
 from quart import Blueprint, Response, g, request
 from quart_trio import QuartTrio
 
-from controller.cluster.forwarding import FORWARD_PATH, SIGNATURE_HEADER, RoutedPosture
+from controller.cluster.call_signing import SIGNATURE_HEADER
+from controller.cluster.forwarding import FORWARD_PATH, RoutedPosture
 from controller.data.freshness import AlwaysFresh
 from controller.errors import ApiError
 from controller.runtime.composition import VERSION, Controller

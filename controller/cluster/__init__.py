@@ -9,8 +9,8 @@ holds (``position``), and written without fsync under a guard naming the boot (`
 barrier (``freshness``); initialising the network once and its shared PKI (``network``); membership by leases
 (``membership``); identity actors sharded over the live nodes, each shard claimed under its owner's lease and every
 owner's writes fenced on it (``shards``, ``ownership``); calls for an identity routed to its owner over the signed
-internal channel, and a write's re-checks awaited on every node (``forwarding``); and a node's parts built in order
-(``node``).
+internal channel (``call_signing``), and a write's re-checks awaited on every node (``forwarding``); and a node's
+parts built in order (``node``).
 
 Seams it gives the rest of the controller: the writer's commit step (:class:`ReplicatedCommit`, a
 ``controller.data.commit_step.CommitStep``), the read barrier (:class:`ReadIndexBarrier`, a

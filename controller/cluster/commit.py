@@ -213,6 +213,7 @@ class ReplicatedCommit:
         recording where it stands."""
         shipped = txn.writes
         position = self._local.position
+        # The position the commit records, worked out on a copy: the live one moves only once the commit is durable.
         after = position.copy()
         after.committed(lane=lane, compared=compared, revisions=revisions, heads=heads, written=written)
         if after.head != position.head:

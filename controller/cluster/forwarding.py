@@ -9,10 +9,8 @@ died and its lease has not expired yet, or it is being handed on), the call wait
 meanwhile answers "moved" and the call is routed again.
 
 **The internal channel.** ``POST /edge/internal/v1/posture`` on each node's own listener (its address in its membership
-record), signed: the header ``X-Tollgate-Forward: TIME:HMAC`` is HMAC-SHA256 over the time and the body, keyed by a
-key derived from the network's enrolment-token key, which only the network's nodes hold (etcd gives it to them with
-the PKI). A request whose signature does not verify, or whose time is more than :data:`SKEW` seconds off, is refused
-(401) before anything is decoded. Over TLS the node also checks the peer's certificate against the network CA.
+record), signed (``controller/cluster/call_signing.py``): a call whose signature does not verify is refused (401)
+before anything is decoded. Over TLS the node also checks the peer's certificate against the network CA.
 A forwarded call names the revision the forwarding node's replica held when it sent it, past that node's own read
 barrier; the owner waits until its replica has applied every write up to there before it acts (no quorum read of its
 own), so it sees every write acknowledged before the client's request arrived (the login just made on the forwarding
@@ -32,10 +30,7 @@ waited for.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import logging
-import math
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -44,6 +39,7 @@ from typing import Any, Protocol
 import msgspec
 import trio
 
+from controller.cluster import call_signing
 from controller.cluster.membership import Membership
 from controller.cluster.ownership import ShardOwnership
 from controller.cluster.shards import SHARDS, shard_of
@@ -53,14 +49,11 @@ from controller.etcd import CallBroken, ConnectFailed, ConnectionPool, split_url
 from controller.posture.service import Moved, PostureService
 from controller.posture.state import IdentityState, decode_state, encode_state
 
-__all__ = ["FORWARD_PATH", "SIGNATURE_HEADER", "SKEW", "HostedEngine", "RoutedPosture", "forwarding_key"]
+__all__ = ["FORWARD_PATH", "HostedEngine", "RoutedPosture"]
 
 log = logging.getLogger("tollgate.cluster")
 
 FORWARD_PATH = "/edge/internal/v1/posture"  # under /edge: no legacy-path rewrite (web/legacy_paths.py)
-SIGNATURE_HEADER = "X-Tollgate-Forward"
-SKEW = 30.0
-"""Seconds a forwarded request's signed time may differ from the receiving node's clock."""
 _MOVED = 409
 _SETTLE = "settle"  # the call that is about no one identity: re-checks of a write (RoutedPosture.recheck_elsewhere)
 _CONNECT_TIMEOUT = 1.0
@@ -81,15 +74,6 @@ class Causality(Protocol):
 
     async def wait_revision(self, revision: int) -> None:
         """Return once this node's replica has applied every write up to ``revision`` (or its wait gave up)."""
-
-
-def forwarding_key(token_key: bytes) -> bytes:
-    """The key that signs forwarded requests, derived from the network's enrolment-token key."""
-    return hashlib.sha256(b"tollgate internal forwarding\0" + token_key).digest()
-
-
-def _sign(key: bytes, stamp: str, body: bytes) -> str:
-    return hmac.new(key, stamp.encode() + b"\n" + body, hashlib.sha256).hexdigest()
 
 
 class _Call(msgspec.Struct, frozen=True):
@@ -242,8 +226,7 @@ class RoutedPosture:
             return None
         scheme, host, port, base = split_url(address)
         body = msgspec.json.encode(call)
-        stamp = repr(time.time())
-        headers = {SIGNATURE_HEADER: f"{stamp}:{_sign(self._key, stamp, body)}"}
+        headers = {call_signing.SIGNATURE_HEADER: call_signing.signature(self._key, body, time.time())}
         try:
             return await pool.call(scheme, host, port, base + FORWARD_PATH, body, headers)
         except (ConnectFailed, CallBroken) as error:
@@ -345,16 +328,7 @@ class RoutedPosture:
 
     def verified(self, signature: str | None, body: bytes) -> bool:
         """Whether a forwarded request was signed by a node of this network, recently."""
-        if not signature or ":" not in signature:
-            return False
-        stamp, _, digest = signature.rpartition(":")
-        try:
-            sent = float(stamp)
-        except ValueError:
-            return False
-        if not math.isfinite(sent) or abs(time.time() - sent) > SKEW:
-            return False
-        return hmac.compare_digest(digest, _sign(self._key, stamp, body))
+        return call_signing.verified(self._key, signature, body, time.time())
 
     async def serve(self, signature: str | None, body: bytes) -> tuple[int, bytes]:
         """Answer a forwarded call, once this node's replica holds the revision it names: its status and JSON body

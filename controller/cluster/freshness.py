@@ -23,12 +23,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 import trio
 
 from controller.cluster.head_txns import heads_of, heads_read
 from controller.cluster.keys import NetworkKeys
-from controller.cluster.local_replica import KICK_AFTER, LocalReplica
+from controller.cluster.local_replica import KICK_AFTER
 from controller.cluster.position import ReplicaPosition
 from controller.etcd import EtcdClient, EtcdError
 
@@ -56,10 +57,26 @@ class _Round:
         self.waiting = 0
 
 
+class Replica(Protocol):
+    """What the barrier needs of the node's replica (:class:`~controller.cluster.local_replica.LocalReplica`)."""
+
+    @property
+    def position(self) -> ReplicaPosition: ...
+
+    @property
+    def applied(self) -> int: ...
+
+    async def wait_until(self, reached: Callable[[ReplicaPosition], bool]) -> None:
+        """Return once the replica's position is ``reached``."""
+
+    def kick(self) -> None:
+        """Restart the replica's watch: it lags what etcd named."""
+
+
 class ReadIndexBarrier:
     """A :class:`~controller.data.freshness.Freshness` over the replica ``local``; :meth:`run` is its service."""
 
-    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, local: LocalReplica) -> None:
+    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, local: Replica) -> None:
         self._etcd = etcd
         self._keys = keys
         self._local = local
@@ -67,10 +84,15 @@ class ReadIndexBarrier:
         self._wanted = trio.lowlevel.ParkingLot()
         self.rounds = 0
 
-    async def wait_fresh(self) -> None:
+    def _join(self) -> _Round:
+        """The round whose quorum read is sent next, counting one more request in it."""
         round_ = self._next
         round_.waiting += 1
         self._wanted.unpark()
+        return round_
+
+    async def wait_fresh(self) -> None:
+        round_ = self._join()
         with trio.move_on_after(STALE_READ_WAIT):
             await round_.answered.wait()
         heads = round_.heads
@@ -82,9 +104,7 @@ class ReadIndexBarrier:
         and the replica holds what it named (adopting a shard needs the state its old owner left)."""
         warned = False
         while True:
-            round_ = self._next
-            round_.waiting += 1
-            self._wanted.unpark()
+            round_ = self._join()
             await round_.answered.wait()
             heads = round_.heads
             if heads is None:

@@ -22,8 +22,9 @@ import trio
 
 from controller.certificates import Pki
 from controller.certificates.pki import SERVER_KEY_TYPES
+from controller.cluster.call_signing import forwarding_key
 from controller.cluster.commit import ReplicatedCommit
-from controller.cluster.forwarding import HostedEngine, RoutedPosture, forwarding_key
+from controller.cluster.forwarding import HostedEngine, RoutedPosture
 from controller.cluster.freshness import ReadIndexBarrier
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.local_replica import LocalReplica

@@ -31,8 +31,7 @@ from controller.posture.state import STATE_KIND, IdentityState, encode_state
 from controller.runtime.composition import Controller
 from storage.batch import Outcome
 from tests.cluster.etcd_cluster import EtcdCluster
-from tests.cluster.held_watch import HeldWatch, local_of
-from tests.cluster.test_cluster_seams import create_service, node
+from tests.cluster.in_process import HeldWatch, create_service, local_of, node
 
 
 async def claim(client: EtcdClient, prefix: str) -> Compare:

@@ -4,9 +4,7 @@ the feed of applied writes), batches split within etcd's limits, and lost answer
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +21,7 @@ from controller.model.events import MFA, Event
 from controller.runtime.composition import Controller
 from tests.cluster.controllers import wait_until
 from tests.cluster.etcd_cluster import EtcdCluster
-from tests.cluster.held_watch import HeldWatch, local_of
-from tests.support import make_settings, serving
-
-
-@asynccontextmanager
-async def node(etcd: EtcdCluster, prefix: str, directory: Path, name: str,
-               **overrides: Any) -> AsyncIterator[Controller]:
-    settings = make_settings(directory / name, port=0, etcd=tuple(etcd.endpoints), etcd_prefix=prefix,
-                             node_name=name, lease_ttl=2, **overrides)
-    async with serving(settings) as (controller, _urls):
-        yield controller
-
-
-async def create_service(controller: Controller, conditions: Sequence[Compare] = ()) -> dict[str, Any]:
-    write = controller.domain.validated_create("services", {"name": f"svc-{uuid.uuid4().hex[:10]}",
-                                                            "encryptionRequired": True})
-    row: dict[str, Any] = await controller.domain.write(write, conditions=conditions)
-    return row
+from tests.cluster.in_process import HeldWatch, create_service, local_of, node
 
 
 def service_ids(controller: Controller) -> set[str]:

@@ -12,13 +12,14 @@ from typing import Any
 import httpx
 import trio
 
-from controller.cluster.forwarding import FORWARD_PATH, SIGNATURE_HEADER
+from controller.cluster.call_signing import SIGNATURE_HEADER
+from controller.cluster.forwarding import FORWARD_PATH
 from controller.cluster.shards import SHARDS, desired_owner
 from controller.etcd import EtcdClient, Unavailable
 from controller.insight import kept_events, latest_id
 from controller.runtime.composition import Controller
 from tests.cluster.etcd_cluster import EtcdCluster
-from tests.cluster.held_watch import HeldWatch
+from tests.cluster.in_process import HeldWatch
 from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, make_settings, serving
 
 MGMT = "/edge/management/v1"

@@ -53,13 +53,13 @@ class Replica:
             await self._moved.park()
 
     def kick(self) -> None:
-        pass
+        """Nothing to restart: this replica has no watch."""
 
 
 async def test_adopting_waits_for_a_quorum_read_where_a_request_settles_for_the_replica(
         autojump_clock: trio.abc.Clock) -> None:
     etcd, replica = Etcd(failures=3, head=7), Replica(applied=5)
-    barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]
+    barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]  # a stub etcd
     async with trio.open_nursery() as nursery:
         await nursery.start(barrier.run)
         start = trio.current_time()
