@@ -25,14 +25,21 @@ import trio
 
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.position import ReplicaPosition
-from controller.cluster.replica_apply import AppliedWrite, apply_updates, diff_stores, news, replica_position
+from controller.cluster.replica_apply import (
+    AppliedWrite,
+    apply_updates,
+    diff_stores,
+    news,
+    rebuilt_parts,
+    replica_position,
+)
 from controller.cluster.snapshot import Snapshot
 from controller.data.pinned_thread import PinnedThread
 from controller.etcd import Unavailable, WatchUpdate
 from storage.batch import abort_quietly
 from storage.store import Store, WriteTxn
 
-__all__ = ["KICK_AFTER", "LOST", "FeedListener", "LocalReplica"]
+__all__ = ["KICK_AFTER", "LOST", "PUBLISH_PART", "FeedListener", "LocalReplica"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -40,6 +47,8 @@ KICK_AFTER = 1.0
 """Seconds the writer waits for the replica to reach a revision etcd named before it has the watch restarted."""
 LOST = -1
 """What :meth:`LocalReplica.seen` gives for a write whose outcome the replica can no longer show (it was rebuilt)."""
+PUBLISH_PART = 1024
+"""Rows (and changes) of a rebuilt replica's difference told to the feed's listeners between two checkpoints."""
 
 FeedListener = Callable[[AppliedWrite], None]
 
@@ -223,27 +232,35 @@ class LocalReplica:
                                       [] if own else write.changes, local=own))
 
     async def _swap_in(self, snapshot: Snapshot) -> None:
-        """Serve from ``snapshot`` instead of the current replica: the difference is published as one write."""
-        self._snapshot = None
-        store = self.store
-        rows, changes = await trio.to_thread.run_sync(diff_stores, store, snapshot.store)
-        live = store.path
-        retired = live.with_name(live.name + ".old")
-        await trio.to_thread.run_sync(functools.partial(shutil.rmtree, retired, ignore_errors=True))
-        if live.exists():
-            os.rename(live, retired)
-        os.rename(snapshot.store.path, live)
-        store.adopt(snapshot.store)
-        store.path = live
-        await trio.to_thread.run_sync(functools.partial(shutil.rmtree, retired, ignore_errors=True))
-        self._pending.clear()
-        for write_id in self._deciding:  # their history went with the old replica
-            self._deciding[write_id] = LOST
-        self.position.rebuilt(snapshot.revision, snapshot.head)
-        self._progress.unpark_all()
-        log.info("replica rebuilt from etcd", extra={"revision": snapshot.revision, "changedRows": len(rows)})
-        self.publish(AppliedWrite(snapshot.revision, "", "", rows, {}, changes))
-        snapshot.done.set()
+        """Serve from ``snapshot`` instead of the current replica: the difference is published a part at a time.
+
+        Shielded: begun on a request's task (:meth:`catch_up`), a swap completes even if that request is cancelled,
+        since nobody else would finish it. The difference of a whole network takes seconds to tell the listeners, so
+        other tasks (the lease's keepalives among them) run between its parts; the position moves only once every
+        part is told, so that a request waiting for the rebuilt replica finds the listeners' state complete."""
+        with trio.CancelScope(shield=True):
+            self._snapshot = None
+            store = self.store
+            rows, changes = await trio.to_thread.run_sync(diff_stores, store, snapshot.store)
+            live = store.path
+            retired = live.with_name(live.name + ".old")
+            await trio.to_thread.run_sync(functools.partial(shutil.rmtree, retired, ignore_errors=True))
+            if live.exists():
+                os.rename(live, retired)
+            os.rename(snapshot.store.path, live)
+            store.adopt(snapshot.store)
+            store.path = live
+            await trio.to_thread.run_sync(functools.partial(shutil.rmtree, retired, ignore_errors=True))
+            self._pending.clear()
+            for write_id in self._deciding:  # their history went with the old replica
+                self._deciding[write_id] = LOST
+            log.info("replica rebuilt from etcd", extra={"revision": snapshot.revision, "changedRows": len(rows)})
+            for part in rebuilt_parts(snapshot.revision, rows, changes, PUBLISH_PART):
+                self.publish(part)
+                await trio.lowlevel.checkpoint()
+            self.position.rebuilt(snapshot.revision, snapshot.head)
+            self._progress.unpark_all()
+            snapshot.done.set()
 
 
 def _end(store: Store, raw: lmdb.Transaction, commit: bool) -> None:

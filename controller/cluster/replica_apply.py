@@ -26,7 +26,7 @@ from storage.store import ReadTxn, Store, WriteTxn
 from storage.write_set import RowKey, WriteSet
 
 __all__ = ["APPLIED_META", "HEAD_META", "NETWORK_META", "Applied", "AppliedWrite", "apply_rows", "apply_updates",
-           "diff_stores", "news", "replica_position"]
+           "diff_stores", "news", "rebuilt_parts", "replica_position"]
 
 APPLIED_META = "cluster.applied"
 """Local meta: the etcd revision up to which every change of ``d/`` is in this replica."""
@@ -222,3 +222,16 @@ def diff_stores(old: Store, new: Store) -> tuple[dict[RowKey, bytes | None], lis
                 if change is not None:
                     changes.append(change)
     return rows, changes
+
+
+def rebuilt_parts(revision: int, rows: Mapping[RowKey, bytes | None], changes: list[Change],
+                  size: int) -> list[AppliedWrite]:
+    """A rebuilt replica's difference (:func:`diff_stores`) as writes of at most ``size`` rows and ``size`` changes
+    each, all at ``revision`` with no write id: told to the listeners one at a time, with other tasks running in
+    between. At least one, even for no difference."""
+    if size <= 0:
+        raise ValueError("size must be positive")
+    items = list(rows.items())
+    count = max(1, -(-len(items) // size), -(-len(changes) // size))
+    return [AppliedWrite(revision, "", "", dict(items[i * size:(i + 1) * size]), {},
+                         changes[i * size:(i + 1) * size]) for i in range(count)]

@@ -1,9 +1,9 @@
 """A replica built afresh from etcd: every key of ``d/`` read at one pinned revision, page by page, into a new
 LMDB environment beside the live one, which the commit step then swaps in (``controller/cluster/commit.py``).
 
-The pages are written in worker threads, each in a transaction of its own, so the event loop keeps serving from the
-old replica meanwhile. The snapshot is consistent (every page is read at the revision of the first), so rows go in
-any order without tripping a unique index; it ends by recording that revision and the head's.
+The pages are parsed and written in worker threads, each in a transaction of its own, so the event loop keeps serving
+from the old replica meanwhile. The snapshot is consistent (every page is read at the revision of the first), so rows
+go in any order without tripping a unique index; it ends by recording that revision and the head's.
 """
 
 from __future__ import annotations
@@ -24,10 +24,26 @@ from storage.layout import KindLayout
 from storage.store import Store, WriteTxn
 from storage.write_set import WriteSet
 
-__all__ = ["PAGE", "Snapshot", "load_snapshot"]
+__all__ = ["FIRST_PAGE", "MAX_PAGE", "PAGE_BYTES", "Snapshot", "load_snapshot", "next_page"]
 
-PAGE = 512
-"""Keys read per range request."""
+# Why pages are large: etcd 3.4 answers a range with a limit by first collecting every key from the page's start to
+# the range's end (it reports their count), so each page costs time in proportion to what is left to read, and many
+# small pages cost the square of the keyspace. Pages are sized by bytes instead, within bounds.
+FIRST_PAGE = 512
+"""Keys asked for in the first range request (nothing is known yet about the values' sizes)."""
+MAX_PAGE = 16_384
+"""Keys asked for in one range request, at most."""
+PAGE_BYTES = 4 * 1024 * 1024
+"""Keys and values wanted in one answer: the next page's size follows the mean size of the keys read so far."""
+
+
+def next_page(keys_read: int, bytes_read: int) -> int:
+    """How many keys to ask for next, after reading ``keys_read`` keys holding ``bytes_read`` bytes of keys and
+    values: about :data:`PAGE_BYTES` at their mean size, between :data:`FIRST_PAGE` and :data:`MAX_PAGE`."""
+    if keys_read <= 0:
+        return FIRST_PAGE
+    mean = max(1, bytes_read // keys_read)
+    return max(FIRST_PAGE, min(MAX_PAGE, PAGE_BYTES // mean))
 
 
 @dataclass(eq=False)
@@ -54,7 +70,9 @@ def _page(keys: NetworkKeys, kvs: Iterable[KeyValue]) -> WriteSet:
     return page
 
 
-def _write(store: Store, page: WriteSet) -> None:
+def _write(store: Store, keys: NetworkKeys, kvs: Iterable[KeyValue]) -> None:
+    page = _page(keys, kvs)
+
     def fill(txn: WriteTxn) -> None:
         apply_rows(txn, store, page.rows, page.meta)
 
@@ -82,13 +100,15 @@ async def load_snapshot(etcd: EtcdClient, keys: NetworkKeys, network: str, path:
     await trio.to_thread.run_sync(functools.partial(shutil.rmtree, path, ignore_errors=True))
     store = Store(path, layouts, durable=durable, sync_meta=False)  # as the live replica (ClusterNode.open_replica)
     try:
-        revision = head = 0
+        revision = head = keys_read = bytes_read = 0
         start, end = keys.data, prefix_end(keys.data)
         while True:
-            result = await etcd.range(start, end, revision=revision, limit=PAGE)
+            result = await etcd.range(start, end, revision=revision, limit=next_page(keys_read, bytes_read))
             revision = revision or result.header.revision
+            keys_read += len(result.kvs)
+            bytes_read += sum(len(kv.key) + len(kv.value) for kv in result.kvs)
             head = next((kv.mod_revision for kv in result.kvs if kv.key == keys.head), head)
-            await trio.to_thread.run_sync(_write, store, _page(keys, result.kvs))
+            await trio.to_thread.run_sync(_write, store, keys, result.kvs)  # parsed there too: pages are large
             if not result.more or not result.kvs:
                 break
             start = result.kvs[-1].key + b"\0"
