@@ -25,7 +25,7 @@ import trio
 from actors.mailbox import Mailbox, SingleWaiter
 from actors.scheduler import Scheduler
 
-__all__ = ["ActorRegistry", "Behavior", "OneShot"]
+__all__ = ["REAP_CHUNK", "ActorRegistry", "Behavior", "OneShot"]
 
 log = logging.getLogger("tollgate.actors")
 
@@ -33,6 +33,9 @@ S = TypeVar("S")
 M = TypeVar("M")
 E = TypeVar("E")
 T = TypeVar("T")
+
+REAP_CHUNK = 256
+"""Released actors' tasks cancelled at once (:meth:`ActorRegistry.release`)."""
 
 
 class OneShot(SingleWaiter, Generic[T]):
@@ -120,6 +123,7 @@ class _Actor(Generic[S]):
     mailbox: Mailbox[Any]
     state: S | None = None
     running: bool = False
+    parked: bool = False  # waiting for its mailbox, between two steps
     generation: int = 0
     deadline: float | None = None
     fired: float | None = None
@@ -148,6 +152,8 @@ class ActorRegistry(Generic[S, M]):
         self._nursery: trio.Nursery | None = None
         self._live = 0
         self._parked = 0
+        self._unreaped: list[trio.CancelScope] = []  # of released actors that were parked: see release()
+        self._released = trio.lowlevel.ParkingLot()
         self.spawned = 0
         self.crashed = 0
         self.handled = 0
@@ -158,7 +164,18 @@ class ActorRegistry(Generic[S, M]):
             await nursery.start(self._scheduler.run)
             self._nursery = nursery
             task_status.started()
-            await trio.sleep_forever()
+            await self._reap()
+
+    async def _reap(self) -> None:
+        """End the tasks of released actors that were parked, :data:`REAP_CHUNK` at a time: each ends once its
+        scope is cancelled, and a few at a time they never hold the event loop for long."""
+        while True:
+            while not self._unreaped:
+                await self._released.park()
+            chunk, self._unreaped = self._unreaped[:REAP_CHUNK], self._unreaped[REAP_CHUNK:]
+            for scope in chunk:
+                scope.cancel()
+            await trio.lowlevel.checkpoint()  # the chunk's tasks end before the next chunk is cancelled
 
     def statistics(self) -> dict[str, int]:
         """Live actors (``parked`` of them waiting for a message or their deadline), pending deadlines, and counters
@@ -200,9 +217,12 @@ class ActorRegistry(Generic[S, M]):
         self._set_deadline(key, actor, deadline)
 
     def release(self, select: Callable[[str], bool], error: Exception) -> int:
-        """Stop the actors whose key ``select`` accepts (another process hosts them from now on): their tasks are
-        cancelled, their deadlines disarmed, their queued messages failed with ``error``, and their state dropped.
-        A write one of them queued is not recalled (it is the caller's to fence). Returns how many.
+        """Stop the actors whose key ``select`` accepts (another process hosts them from now on): their deadlines
+        are disarmed, their queued messages failed with ``error``, their state dropped, and each task cancelled: at
+        once if it was in a step; later, a chunk at a time (:meth:`_reap`), if it was parked, since nothing can wake
+        it any more (a message for its key starts a new actor). Cancelling a hundred thousand tasks at once would
+        hold the event loop for seconds. A write one of them queued is not recalled (it is the caller's to fence).
+        Returns how many.
 
         Raises:
             RuntimeError: the registry was not made ``releasable``.
@@ -219,8 +239,13 @@ class ActorRegistry(Generic[S, M]):
             for message in actor.mailbox.drain() if len(actor.mailbox) else ():
                 self._behavior.failed(message, error)
             if actor.scope is not None:
-                actor.scope.cancel()
+                if actor.parked:
+                    self._unreaped.append(actor.scope)
+                else:
+                    actor.scope.cancel()
             released += 1
+        if self._unreaped:
+            self._released.unpark_all()
         return released
 
     def _spawn(self, key: str, actor: _Actor[S]) -> None:
@@ -278,9 +303,11 @@ class ActorRegistry(Generic[S, M]):
                         continue
                     # Parked: this frame holds only the actor record.
                     self._parked += 1
+                    actor.parked = True
                     try:
                         await mailbox.wait()
                     finally:
+                        actor.parked = False
                         self._parked -= 1
                 messages = mailbox.drain()
                 try:

@@ -19,6 +19,10 @@ at a chosen instant, and one Dial session that the deadline revokes. A request p
   session passed MFA at ``deadline - timeoutSeconds``, with ``deadline`` stored, so that
   :meth:`PostureEngine.run` re-arms it at start and the MFA check starts failing exactly then.
 
+On a cluster node the rows cannot be bulk-loaded (its writes are shipped to etcd, one txn per write, of a bounded
+size): there every :data:`_PER_REPLICATED_WRITE` identities are one ordinary write, submitted
+:data:`_REPLICATED_IN_FLIGHT` at a time so that the writer batches them (``bench cluster`` seeds 100,000 so).
+
 The seeder writes through the controller's writer (``Writer.submit``), so its writes queue with every other write
 and share the one write transaction; each chunk's mutation runs on the Trio thread and holds it: call it before
 serving or between measurements, never while latency is being measured. It needs a bootstrapped store (the ``default``
@@ -54,7 +58,10 @@ from controller.runtime.composition import Controller
 from storage.rows import encode
 from storage.store import WriteTxn
 
-__all__ = ["MfaNetwork", "ensure_network", "seed_mfa_identities", "wake_all"]
+__all__ = ["MfaNetwork", "SeededLogin", "ensure_network", "seed_mfa_identities", "seed_mfa_logins", "wake_all"]
+
+_PER_REPLICATED_WRITE = 8  # identities per replicated write: their keys (rows and unique values) fit one etcd txn
+_REPLICATED_IN_FLIGHT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,17 +141,18 @@ class _Templates:
 
 
 def _first(ctx: WriteContext, network: MfaNetwork, identity_id: str, name: str,
-           passed_at: float, deadline: float) -> _Templates:
+           passed_at: float, deadline: float, api_token: str) -> _Templates:
     registry = ctx.registry
     identity = create_row(ctx, registry["identities"], {"name": name, "type": "User", "isAdmin": False,
                                                         "roleAttributes": [network.role]}, None, row_id=identity_id)
     api_session = create_row(ctx, registry["api-sessions"], {
-        TOKEN_DIGEST: token_digest(str(uuid.uuid4())), "identityId": identity_id, "authenticatorId": "",
+        TOKEN_DIGEST: token_digest(api_token), "identityId": identity_id, "authenticatorId": "",
         "ipAddress": "127.0.0.1", "lastActivityAt": format_time(ctx.now), "isMfaRequired": True,
-        "isMfaComplete": True}, None)
+        "isMfaComplete": True}, None, row_id=identity_id + "a")
     session = create_row(ctx, registry["sessions"], {
         "apiSessionId": api_session["id"], "identityId": identity_id, "serviceId": network.service_id,
-        "type": "Dial", "token": str(uuid.uuid4()), "servicePolicies": [network.policy_id], "tags": {}}, None)
+        "type": "Dial", "token": str(uuid.uuid4()), "servicePolicies": [network.policy_id], "tags": {}}, None,
+        row_id=identity_id + "s")
     state = IdentityState(identity_id, sessions={api_session["id"]: SessionPosture(MfaState(passed_mfa_at=passed_at))},
                           last_change_at=passed_at, deadline=deadline, access_digest=access_digest(ctx, identity))
     ctx.txn.put_raw(STATE_KIND, identity_id, encode_state(state))
@@ -170,6 +178,41 @@ def _copies(templates: _Templates, identity_id: str, name: str, passed_at: float
             {**templates.session, "id": identity_id + "s", "apiSessionId": api_session_id,
              "identityId": identity_id, "token": tokens[1]},
             encode_state(state))
+
+
+async def _store(controller: Controller, rows: dict[str, list[Any]]) -> None:
+    """Store new rows (the identities' four kinds, one list per kind, identity ``i``'s rows at ``i`` in each).
+
+    A single controller loads them with :func:`_bulk_store`. A cluster node's writes are shipped to etcd, which
+    takes a bounded txn: there every :data:`_PER_REPLICATED_WRITE` identities are one write through the ordinary
+    puts, :data:`_REPLICATED_IN_FLIGHT` writes submitted at once so that the writer batches them.
+    """
+    if controller.cluster is None:
+        await _bulk_store(controller, rows)
+        return
+    kinds = list(rows)
+    count = len(rows["identities"])
+    limit = trio.CapacityLimiter(_REPLICATED_IN_FLIGHT)
+
+    async def group(begin: int) -> None:
+        chunk = [(kind, rows[kind][begin:begin + _PER_REPLICATED_WRITE]) for kind in kinds]
+        ids = [str(row["id"]) for row in chunk[0][1]]
+
+        def mutation(txn: WriteTxn) -> None:
+            for kind, kind_rows in chunk:
+                if kind == STATE_KIND:
+                    for identity_id, state in zip(ids, kind_rows, strict=True):
+                        txn.put_raw(kind, identity_id, state)
+                else:
+                    for row in kind_rows:
+                        txn.put(kind, row)
+
+        async with limit:
+            await controller.writer.submit(mutation)
+
+    async with trio.open_nursery() as nursery:
+        for begin in range(0, count, _PER_REPLICATED_WRITE):
+            nursery.start_soon(group, begin)
 
 
 async def _bulk_store(controller: Controller, rows: dict[str, list[Any]]) -> None:
@@ -203,9 +246,27 @@ async def _bulk_store(controller: Controller, rows: dict[str, list[Any]]) -> Non
     await controller.writer.submit(mutation)
 
 
+@dataclass(frozen=True, slots=True)
+class SeededLogin:
+    """A seeded identity and the token of its API session (``zt-session``), for requests made as it."""
+
+    identity_id: str
+    api_token: str
+
+
 async def seed_mfa_identities(controller: Controller, count: int, *, deadlines_per_second: float, start_in: float,
                         timeout_seconds: int = 3600, role: str = "mfa-bench", gap_every: int = 0, gap: float = 0.0,
                         chunk: int = 20_000) -> list[str]:
+    """The ids of :func:`seed_mfa_logins`'s identities (its arguments, in its order)."""
+    logins = await seed_mfa_logins(controller, count, deadlines_per_second=deadlines_per_second, start_in=start_in,
+                                   timeout_seconds=timeout_seconds, role=role, gap_every=gap_every, gap=gap,
+                                   chunk=chunk)
+    return [login.identity_id for login in logins]
+
+
+async def seed_mfa_logins(controller: Controller, count: int, *, deadlines_per_second: float, start_in: float,
+                          timeout_seconds: int = 3600, role: str = "mfa-bench", gap_every: int = 0, gap: float = 0.0,
+                          chunk: int = 20_000) -> list[SeededLogin]:
     """Create ``count`` identities whose MFA deadlines fall at ``start + i / deadlines_per_second``.
 
     ``start`` is ``controller.clock.now() + start_in`` when the call begins. With ``gap_every`` > 0 the deadlines
@@ -230,20 +291,24 @@ async def seed_mfa_identities(controller: Controller, count: int, *, deadlines_p
     ids = [f"{run}{i:0{width}x}" for i in range(count)]  # ten characters, like the reference controller's ids
     deadlines = [start + offset for offset in offsets]
     names = [f"{role}-{identity_id}" for identity_id in ids]
+    first_token = str(uuid.uuid4())
     templates = await _write(controller, lambda ctx: _first(ctx, network, ids[0], names[0],
-                                                      deadlines[0] - timeout_seconds, deadlines[0]))
+                                                      deadlines[0] - timeout_seconds, deadlines[0], first_token))
+    logins = [SeededLogin(ids[0], first_token)]
     for begin in range(1, count, chunk):
         kinds: dict[str, list[Any]] = {"identities": [], "api-sessions": [], "sessions": [], STATE_KIND: []}
         end = min(count, begin + chunk)
         random_hex = secrets.token_hex(32 * (end - begin))
         for i in range(begin, end):
             j = 2 * (i - begin)
+            api_token = _token(random_hex, j)
             rows = _copies(templates, ids[i], names[i], deadlines[i] - timeout_seconds, deadlines[i],
-                           (_token(random_hex, j), _token(random_hex, j + 1)))
+                           (api_token, _token(random_hex, j + 1)))
+            logins.append(SeededLogin(ids[i], api_token))
             for kind_rows, row in zip(kinds.values(), rows, strict=True):
                 kind_rows.append(row)
-        await _bulk_store(controller, kinds)
-    return ids
+        await _store(controller, kinds)
+    return logins
 
 
 async def wake_all(controller: Controller, ids: Sequence[str], *, batch: int = 2_000) -> None:

@@ -31,7 +31,7 @@ import heapq
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 from cryptography import x509
@@ -68,7 +68,12 @@ __all__ = ["KIND", "PARTIAL_SECONDS", "SHARED_GRACE", "TOKEN_DIGEST", "ApiSessio
 
 log = logging.getLogger("tollgate.auth")
 
+T = TypeVar("T")
+
 _RETRY_SECONDS = 1.0
+SHARED_PER_WRITE = 16
+"""Sessions whose activity or expiry one write stores, when shared: a cluster ships each write whole in one etcd txn
+of a bounded size, and an expiry deletes each session's Dial sessions with it."""
 SHARED_GRACE = 0.1
 """Nodes of a cluster (``shared``) persist a session's activity once it has moved this fraction of the timeout past
 what is stored, and end a session only this fraction of the timeout after its stored activity would have ended it
@@ -162,11 +167,16 @@ class ApiSessions:
 
     async def _persist_activity(self, sessions: list[LiveSession]) -> None:
         stale = [(s, s.last_activity) for s in sessions if s.last_activity != s.persisted_activity]
-        if not stale:
-            return
-        await self.domain.write(activity_write([(s.id, last) for s, last in stale], forward_only=self.shared))
-        for session, last in stale:
-            session.persisted_activity = max(session.persisted_activity, last)
+        for part in self._parts(stale):
+            await self.domain.write(activity_write([(s.id, last) for s, last in part], forward_only=self.shared))
+            for session, last in part:
+                session.persisted_activity = max(session.persisted_activity, last)
+
+    def _parts(self, items: list[T]) -> list[list[T]]:
+        """``items`` a write's worth at a time: all at once on a single node, :data:`SHARED_PER_WRITE` when
+        shared."""
+        size = SHARED_PER_WRITE if self.shared else max(1, len(items))
+        return [items[i:i + size] for i in range(0, len(items), size)]
 
     def _share_activity(self, session: LiveSession) -> None:
         """Shared: queue the write of a session's activity once it moved the grace past what is stored."""
@@ -285,17 +295,18 @@ class ApiSessions:
     async def _expire_shared(self, session_ids: list[str]) -> None:
         """End sessions whose time is up as this node sees it, unless what is stored (another node's use) says
         otherwise: judged again inside the write, where the latest rows are. Those kept wait for their new end."""
-        try:
-            kept = await self.domain.write(expiry_write(self.domain.registry[KIND], session_ids, self.timeout,
-                                                        self._grace))
-        except ApiError as error:  # the cluster's store is unavailable: judge them again shortly
-            log.warning("expiring API sessions failed; trying again", extra={"error": error.code})
-            for session_id in session_ids:
-                self._arm(trio.current_time() + _RETRY_SECONDS, session_id)
-            return
-        for row in kept:
-            self._learn(row)
-            self._arm(self._by_id[row["id"]].deadline, row["id"])
+        for part in self._parts(session_ids):
+            try:
+                kept = await self.domain.write(expiry_write(self.domain.registry[KIND], part, self.timeout,
+                                                            self._grace))
+            except ApiError as error:  # the cluster's store is unavailable: judge them again shortly
+                log.warning("expiring API sessions failed; trying again", extra={"error": error.code})
+                for session_id in part:
+                    self._arm(trio.current_time() + _RETRY_SECONDS, session_id)
+                continue
+            for row in kept:
+                self._learn(row)
+                self._arm(self._by_id[row["id"]].deadline, row["id"])
 
     def forget(self, session_id: str) -> None:
         """Drop a session whose row was deleted by another write (a cascade, an admin delete)."""

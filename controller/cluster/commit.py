@@ -26,6 +26,7 @@ import itertools
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
@@ -141,6 +142,12 @@ class ReplicatedCommit:
         plan = plan_txns(self._keys, writes, [len(c) for c in conditions], self._limits)
         if plan.too_large:
             await self._local.end(raw, commit=False)
+            for index in plan.too_large:
+                refused = writes[index]
+                assert refused is not None
+                log.warning("a write too large for one etcd txn was refused", extra={
+                    "rows": dict(Counter(kind for kind, _ in refused.rows)), "meta": len(refused.meta),
+                    "conditions": len(conditions[index])})
             cause = nested_cause(f"etcd takes at most {self._limits.max_txn_ops} operations and "
                                  f"{self._limits.max_request_bytes} bytes in one transaction", "WRITE_TOO_LARGE")
             return {i: Outcome(error=ApiError("WRITE_TOO_LARGE", cause)) for i in plan.too_large}

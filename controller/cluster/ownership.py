@@ -40,6 +40,7 @@ from controller.etcd import (
     LeaseKeeper,
     Put,
 )
+from controller.posture.adoption import Adoption
 
 __all__ = ["MARGIN", "Freshness", "ShardHost", "ShardOwnership"]
 
@@ -53,8 +54,11 @@ _RETRY_PAUSE = 0.5
 class ShardHost(Protocol):
     """What hosts the identity actors of the shards this node owns (the posture engine)."""
 
-    def adopt(self, select: Callable[[str], bool]) -> None:
-        """Host the identities ``select`` accepts, from their stored state, deadlines re-armed."""
+    async def read_adoption(self, select: Callable[[str], bool]) -> Adoption:
+        """Read what adopting the identities ``select`` accepts re-arms, while nobody writes their states."""
+
+    def adopt(self, select: Callable[[str], bool], adoption: Adoption | None = None) -> None:
+        """Host the identities ``select`` accepts, from their stored state (``adoption``), deadlines re-armed."""
 
     def release(self, select: Callable[[str], bool]) -> int:
         """Stop hosting the identities ``select`` accepts."""
@@ -129,8 +133,7 @@ class ShardOwnership:
                 task_status.started()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1.0):
-                for shard in list(self._mine):
-                    await self._release(shard)
+                await self._release(sorted(self._mine))
 
     def _mark(self) -> None:
         self._dirty = True
@@ -151,6 +154,7 @@ class ShardOwnership:
                 async with self._etcd.watch(self._keys.owners, prefix=True, start_revision=found.header.revision + 1,
                                             unavailable_timeout=math.inf) as watch:
                     async for update in watch:
+                        vanished: list[int] = []
                         for event in update.events:
                             shard = self._keys.shard_of_owner_key(event.kv.key)
                             if shard is None:
@@ -158,9 +162,10 @@ class ShardOwnership:
                             if event.type is EventType.DELETE:
                                 self._holders.pop(shard, None)
                                 if shard in self._mine:  # not released by this node: its lease ended under it
-                                    self._drop(shard, "its ownership key vanished")
+                                    vanished.append(shard)
                             else:
                                 self._holders[shard] = event.kv.value.decode(errors="replace")
+                        self._drop(vanished, "its ownership key vanished")
                         self._held_changed()
             except Compacted:
                 continue
@@ -191,12 +196,10 @@ class ShardOwnership:
         if not self.name or self.name not in live or keeper is None:
             return
         if keeper.lease_id != self._lease:
-            for shard in list(self._mine):  # keys on the old lease are gone with it
-                self._drop(shard, "this node's lease changed")
+            self._drop(list(self._mine), "this node's lease changed")  # keys on the old lease are gone with it
             self._lease = keeper.lease_id
         desired = {shard for shard in range(SHARDS) if desired_owner(shard, live) == self.name}
-        for shard in sorted(set(self._mine) - desired):
-            await self._release(shard)
+        await self._release(sorted(set(self._mine) - desired))
         if keeper.remaining(trio.current_time()) <= MARGIN:
             return  # not surely alive: the watchdog asks again once the lease is renewed
         self._claiming += 1
@@ -222,12 +225,19 @@ class ShardOwnership:
             # The replica first holds every write made before the claim: the state the old owner left (never a
             # stale replica's, which the new owner's writes would then be applied under).
             await self._freshness.wait_current()
+            shards = frozenset(claimed)
+
+            def select(identity_id: str) -> bool:
+                return shard_of(identity_id) in shards
+
+            # Read before the shards are this node's, when nothing writes their identities' states: the claims
+            # fence their old owner out, and this node does not act for them yet.
+            adoption = None if self.host is None else await self.host.read_adoption(select)
             if self._lease != keeper.lease_id or keeper.remaining(trio.current_time()) <= MARGIN:
                 return  # lost meanwhile: the keys went with the lease
             self._mine.update(claimed)
-            shards = frozenset(claimed)
             if self.host is not None:
-                self.host.adopt(lambda identity_id: shard_of(identity_id) in shards)
+                self.host.adopt(select, adoption)
             self.changed.unpark_all()  # calls waiting for a holder: this node hosts them now
             log.info("shards claimed", extra={"shards": sorted(shards)})
 
@@ -248,22 +258,24 @@ class ShardOwnership:
             return None
         return Compare(key, CompareTarget.CREATE, CompareOp.EQUAL, found[0].create_revision)
 
-    async def _release(self, shard: int) -> None:
-        """Hand the shard on: stop its actors, then delete its key (only if still this node's)."""
-        fence = self._mine.get(shard)
-        if fence is None:
-            return
-        self._drop(shard, "another node should own it")
-        await self._etcd.txn([fence], [Delete(fence.key)])
+    async def _release(self, shards: Sequence[int]) -> None:
+        """Hand the shards on: stop their actors, then delete each one's key (only if still this node's)."""
+        fences = [fence for shard in shards if (fence := self._mine.get(shard)) is not None]
+        self._drop(shards, "another node should own it")
+        for fence in fences:
+            await self._etcd.txn([fence], [Delete(fence.key)])
 
-    def _drop(self, shard: int, why: str) -> None:
-        """Stop acting for ``shard`` at once (no etcd call)."""
-        if self._mine.pop(shard, None) is None:
+    def _drop(self, shards: Sequence[int], why: str) -> None:
+        """Stop acting for ``shards`` at once (no etcd call): their actors stop in one pass over the actors, which
+        a hundred thousand identities make long enough to do once, not once per shard."""
+        dropped = frozenset(shard for shard in shards if self._mine.pop(shard, None) is not None)
+        if not dropped:
             return
         if self.host is not None:
-            self.host.release(lambda identity_id: shard_of(identity_id) == shard)
+            self.host.release(lambda identity_id: shard_of(identity_id) in dropped)
         self.changed.unpark_all()
-        log.info("shard released", extra={"shard": shard, "why": why})
+        for shard in sorted(dropped):
+            log.info("shard released", extra={"shard": shard, "why": why})
 
     async def _watchdog(self) -> None:
         """Release every shard once this node's lease is no longer surely alive, before etcd may expire it; claim
@@ -277,8 +289,7 @@ class ShardOwnership:
                 await keeper.renewed.park()
             if not waiting.cancelled_caught or self._membership.keeper is not keeper:
                 continue
-            for shard in list(self._mine):
-                self._drop(shard, "this node's lease could not be renewed in time")
+            self._drop(list(self._mine), "this node's lease could not be renewed in time")
             with trio.move_on_at(keeper.valid_until):  # then it is replaced, which marks a change anyway
                 await keeper.renewed.park()
             self._mark()

@@ -9,7 +9,6 @@ how late its revocations became durable.
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -21,6 +20,7 @@ from controller.data.commit_step import ConditionFailed
 from controller.data.domain import Barrier, Domain
 from controller.model.spec import Change
 from controller.posture import machine
+from controller.posture.adoption import Adoption, read_adoption, read_adoption_chunked
 from controller.posture.identity_actor import IdentityBehavior, LiveIdentity
 from controller.posture.machine import SessionRef
 from controller.posture.messages import (
@@ -44,28 +44,21 @@ from controller.posture.persistence import (
     StepWrite,
     record_mfa_removal,
 )
+from controller.posture.rechecks import RECHECK_CHUNK, RecheckQueue
 from controller.posture.service import Moved, Ownership, RechecksElsewhere
-from controller.posture.state import IdentityState, decode_state
+from controller.posture.state import IdentityState
 from controller.posture.watchers import StateWatchers
 from controller.resources.identities import IDENTITIES
 from controller.resources.sessions import API_SESSIONS
 
-__all__ = ["PENDING_KIND", "STATE_KIND", "PostureEngine", "record_mfa_removal"]
+__all__ = ["CLUSTER_FLUSH_WRITES", "PENDING_KIND", "STATE_KIND", "PostureEngine", "record_mfa_removal"]
 
 T = TypeVar("T")
 
-RECHECK_CHUNK = 256
-"""Adopted identities whose re-checks run at once (:meth:`PostureEngine.adopt`)."""
-
-
-class _Handled(OneShot[None]):
-    """The reply of a settle that only paces the adoption re-checks: a failure answers it too (an actor that crashed
-    on its re-check was logged at the actor boundary, and goes on from its state before)."""
-
-    __slots__ = ()
-
-    def fail(self, error: BaseException) -> None:
-        self.send(None)
+CLUSTER_FLUSH_WRITES = 16
+"""Identity writes in one flush, in a cluster. A cluster ships each mutation whole in one etcd txn, which takes 128
+operations by default (each write's rows, each fence's compare): a change of policies that many identities re-check
+after must not become one mutation that no txn can hold. The writer still packs consecutive flushes into one txn."""
 
 
 class PostureEngine:
@@ -93,10 +86,8 @@ class PostureEngine:
         self.watchers = StateWatchers()
         """Who is called back when an identity's state is written (``watchers.watch``: the console's live pages)."""
         self._flush: Flush | None = None
-        self._adopted: collections.deque[str] = collections.deque()  # adopted identities not yet sent a re-check
-        self._adopted_queued = trio.lowlevel.ParkingLot()
-        self._adopted_done = trio.lowlevel.ParkingLot()  # woken when the queue is empty and its last chunk settled
-        self._rechecking = False  # a chunk of adopted identities is being re-checked
+        # Re-checks of adopted identities, and of a write that many identities re-check, sent a chunk at a time.
+        self._rechecks = RecheckQueue(self.post, lambda identity_id: ownership is None or ownership.owns(identity_id))
         self.behavior = IdentityBehavior(self, evaluate_posture=evaluate_posture)
         self.actors: ActorRegistry[LiveIdentity, IdentityMessage] = ActorRegistry(
             self.behavior, domain.clock.now, domain.clock.to_trio, releasable=ownership is not None)
@@ -106,55 +97,36 @@ class PostureEngine:
         removal a crash kept from its actor (see :func:`record_mfa_removal`)."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.actors.run)
-            nursery.start_soon(self._recheck_adopted)
+            nursery.start_soon(self._rechecks.run)
             if self.ownership is None:  # in a cluster, identities are adopted as their shards are claimed
                 self.adopt(lambda _identity_id: True)
             task_status.started()
 
-    def adopt(self, select: Callable[[str], bool]) -> None:
-        """Host the identities ``select`` accepts from their stored state: re-arm each one's deadline at the same
+    async def read_adoption(self, select: Callable[[str], bool]) -> Adoption:
+        """What :meth:`adopt` re-arms for the identities ``select`` accepts, read a chunk at a time
+        (:func:`controller.posture.adoption.read_adoption_chunked`: only while nobody writes their states)."""
+        return await read_adoption_chunked(self.domain.store, select)
+
+    def adopt(self, select: Callable[[str], bool], adoption: Adoption | None = None) -> None:
+        """Host the identities ``select`` accepts from their stored state (``adoption``, read now if not given:
+        :meth:`read_adoption`): re-arm each one's deadline at the same
         wall-clock instant (one already past fires at once), deliver every MFA removal not yet handled, and have
         every one holding API sessions re-check them (``Reevaluate("adopted")``, sent by the engine's own task a
-        chunk at a time; :meth:`settle_hosted` waits for them).
+        chunk at a time, :class:`controller.posture.rechecks.RecheckQueue`; :meth:`settle_hosted` waits for
+        them).
 
         The re-check is what makes a committed change of policies, checks or roles take effect whatever happened to
         its re-checks: the previous host (this process before a crash, or the node that held the shard) may have
         stopped before it revoked what the change takes away. Re-checking sessions the rules still grant changes
         nothing."""
-        with self.domain.store.read() as txn:
-            for identity_id, data in txn.scan_raw(STATE_KIND):
-                if select(identity_id):
-                    deadline = decode_state(identity_id, data).deadline
-                    if deadline is not None:
-                        self.actors.arm(identity_id, deadline)
-            pending = [str(row["id"]) for row in txn.scan(PENDING_KIND) if select(str(row["id"]))]
-        for identity_id in pending:
+        if adoption is None:
+            adoption = read_adoption(self.domain.store, select)
+        for identity_id, deadline in adoption.deadlines:
+            self.actors.arm(identity_id, deadline)
+        for identity_id in adoption.pending:
             self.actors.post(identity_id, MfaRemoved())
-        self._adopted.extend(identity_id for identity_id in self._live_identities() if select(identity_id))
-        self._adopted_queued.unpark_all()
-
-    async def _recheck_adopted(self) -> None:
-        """Post the adopted identities' re-checks :data:`RECHECK_CHUNK` at a time, each chunk settled before the
-        next: a host adopting many identities keeps answering requests and firing deadlines meanwhile."""
         message = Reevaluate(ADOPTED)
-        while True:
-            while not self._adopted:
-                self._rechecking = False
-                self._adopted_done.unpark_all()
-                await self._adopted_queued.park()
-            self._rechecking = True
-            ownership = self.ownership
-            replies: list[_Handled] = []
-            for _ in range(min(RECHECK_CHUNK, len(self._adopted))):
-                identity_id = self._adopted.popleft()
-                if ownership is None or ownership.owns(identity_id):  # one let go is its next host's to re-check
-                    # Posted together, the re-check and the settle are one step of the actor.
-                    reply = _Handled()
-                    self.actors.post(identity_id, message)
-                    self.actors.post(identity_id, Settle(reply))
-                    replies.append(reply)
-            for reply in replies:
-                await reply.receive()
+        self._rechecks.add([identity_id for identity_id in self._live_identities() if select(identity_id)], message)
 
     def release(self, select: Callable[[str], bool]) -> int:
         """Stop hosting the identities ``select`` accepts (another node does from now on): their actors stop, what
@@ -206,10 +178,15 @@ class PostureEngine:
         """Policies, checks or the identities themselves (``reason`` ``roleChange``) changed: each re-checks its
         sessions. Returns the barrier that completes once every one of them has, durably."""
         message = Reevaluate(reason)
-        for identity_id in identity_ids:
-            self.actors.post(identity_id, message)
+        queued = 0
+        if len(identity_ids) > RECHECK_CHUNK:  # a chunk at a time (see RecheckQueue)
+            queued = self._rechecks.add(identity_ids, message)
+        else:
+            for identity_id in identity_ids:
+                self.actors.post(identity_id, message)
 
         async def settled() -> None:
+            await self._rechecks.settled(queued)
             # One that left this node meanwhile (in a cluster) is re-checked by its next host as it adopts it, and
             # RechecksElsewhere waits for that.
             await self._settle_owned(identity_ids)
@@ -218,8 +195,7 @@ class PostureEngine:
 
     async def adoptions_rechecked(self) -> None:
         """Return once every identity adopted so far has been re-checked (what a benchmark of adoption waits for)."""
-        while self._adopted or self._rechecking:
-            await self._adopted_done.park()
+        await self._rechecks.settled(self._rechecks.queued)
 
     async def settle_hosted(self, identity_ids: Iterable[str] | None) -> set[str]:
         """Return once every identity this node hosts among ``identity_ids`` (None: every one holding API sessions)
@@ -228,13 +204,14 @@ class PostureEngine:
         the identities that left this node meanwhile (their actor released, or their write fenced out): not
         settled here."""
         wanted = list(self._live_identities() if identity_ids is None else identity_ids)
-        if self._adopted:
-            # Adopted identities whose re-check is still queued get it now, so that this waits for theirs and not
-            # for the whole queue (the queue's later re-check of them changes nothing).
-            queued = set(self._adopted).intersection(wanted)
-            message = Reevaluate(ADOPTED)
-            for identity_id in queued:
+        # Re-checks still queued for a few of them are sent now, so that this waits for theirs and not for the whole
+        # queue (the queue's later re-check of them changes nothing); for many, the queue sends them.
+        waiting = self._rechecks.waiting(set(wanted))
+        if len(waiting) <= RECHECK_CHUNK:
+            for identity_id, message in waiting:
                 self.post(identity_id, message)
+        else:
+            await self._rechecks.settled(self._rechecks.queued)
         return await self._settle_owned(wanted)
 
     async def _settle_owned(self, identity_ids: Iterable[str]) -> set[str]:
@@ -275,10 +252,10 @@ class PostureEngine:
             self.actors.post(identity_id, message)
 
     def queue(self, write: StepWrite) -> None:
-        """Queue an identity's write with the others not yet begun (one :class:`_Flush`); in a cluster it carries
-        the fence of the identity's owner."""
+        """Queue an identity's write with the others not yet begun (one :class:`Flush`); in a cluster it carries
+        the fence of the identity's owner, and a flush holds at most :data:`CLUSTER_FLUSH_WRITES` writes."""
         flush, ownership = self._flush, self.ownership
-        if flush is None or flush.begun:
+        if flush is None or flush.begun or (ownership is not None and len(flush.writes) >= CLUSTER_FLUSH_WRITES):
             if ownership is None:
                 flush = self._flush = Flush(self)
                 self.domain.post_write(flush, flush.finished)

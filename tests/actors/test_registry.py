@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors.live_actors import ActorRegistry, OneShot
+from actors.live_actors import REAP_CHUNK, ActorRegistry, OneShot
 from actors.mailbox import Mailbox
 
 
@@ -389,3 +389,27 @@ async def test_a_registry_not_made_releasable_refuses_to_release(nursery: trio.N
     with pytest.raises(RuntimeError):
         registry.release(lambda key: True, Gone())
     assert live(registry, "a1")  # nothing stopped
+
+
+async def test_released_parked_actors_end_a_chunk_at_a_time(nursery: trio.Nursery,
+                                                            autojump_clock: trio.testing.MockClock) -> None:
+    registry, _ = await open_registry(nursery, releasable=True)
+    count = 4 * REAP_CHUNK
+    keys = [f"k{i}" for i in range(count)]
+    for key in keys:
+        registry.post(key, SetDeadline(trio.current_time() + 50))
+    await trio.testing.wait_all_tasks_blocked()
+    assert registry.statistics()["parked"] == count
+    assert registry.release(lambda key: True, Gone()) == count
+    assert not any(live(registry, key) for key in keys)  # released at once: nothing of theirs is known
+    seen = [registry.statistics()["live"]]
+    while seen[-1]:
+        await trio.lowlevel.checkpoint()
+        seen.append(registry.statistics()["live"])
+    # The tasks end over several turns of the event loop: a chunk per turn, and a turn of this task may see two
+    # (Trio runs the tasks of a turn in any order).
+    assert seen[0] == count
+    assert all(0 <= before - after <= 2 * REAP_CHUNK for before, after in zip(seen, seen[1:], strict=False))
+    assert len([n for n in seen if 0 < n < count]) >= 2
+    await trio.sleep(100)
+    assert registry.statistics()["scheduler_fired"] == 0  # no released actor's deadline fired
