@@ -1,5 +1,5 @@
 """Scenario ``cluster``: what a second controller on its own core adds, what cluster mode costs per request, and how
-long a failover takes, in one run.
+long a failover takes, in one run, on a network of :data:`IDENTITIES` identities.
 
 A three-member etcd on loopback is started here. Three configurations run one after the other, each a fresh network
 of ``tollgate serve`` processes: a single controller with no etcd (``single``), one cluster node (``cluster-1``) and
@@ -7,14 +7,19 @@ two cluster nodes (``cluster-2``) on the same etcd (each network under its own p
 to a core of its own with ``taskset`` (core 0, and core 1 for the second node); etcd's members and the load generator
 are not pinned, so on this two-core machine they share the cores with the controllers.
 
-On each: an edge router, policies, a service whose Dial policy needs a MAC posture check, and :data:`USERS` users
-logged in on the Client API, spread over the nodes. Two closed-loop loads of :data:`CONNECTIONS` keep-alive
+Each network holds :data:`IDENTITIES` identities before its controllers start (``bench/identity_seeding.py``: each
+with an API session that passed MFA, a Dial session and an MFA deadline, all more than 45 minutes ahead, so that
+every identity has a live actor and none of the deadlines falls during the run). A single controller's are loaded
+into its data directory; a cluster's are written through a node of this process, its replicated writes, before the
+controllers start, which then build their replicas from etcd. Then, through the API: an edge router, policies, a
+service whose Dial policy needs a MAC posture check. Two closed-loop loads of :data:`CONNECTIONS` keep-alive
 connections, split evenly over the nodes (one ``wrk`` per node, or the Python generator where ``wrk`` is missing):
 
 * management reads: ``GET /identities?limit=10`` with an admin session;
-* posture events: ``POST /posture-response``, a MAC report for each user in turn, alternately passing and failing,
-  so that each one changes the identity's state and re-checks its sessions; on two nodes about half of them arrive
-  at the node that does not host the user's actor and are forwarded to its owner.
+* posture events: ``POST /posture-response``, MAC reports from :data:`REPORTERS` of the identities (spread over the
+  whole population), each identity's reports alternately passing and failing, so that each one changes the identity's
+  state; on two nodes about half of them arrive at the node that does not host the identity's actor and are forwarded
+  to its owner.
 
 Beside requests/s and latency, the controllers' CPU time (``/proc/PID/stat``) per request served, etcd's, how many
 of the nodes' batches of writes met another node's write and ran again (``tollgate_cluster_write_conflicts``), and
@@ -24,11 +29,11 @@ Then, on ``cluster-2``, decisions at the load one node holds: posture events off
 (``bench.loadgen.open_loop``: at a fixed rate, latency counted from when each was due) at the rate ``cluster-1``
 served in its closed loop, and at half that rate, split evenly over the two nodes.
 
-Then, on ``cluster-2``: failover. The node hosting some user's actor is killed (SIGKILL) and the survivor is asked for
-that identity's posture data; the time from the kill to that answer (the new owner's decision) is measured against
-the lease TTL (``--lease-ttl 2``).
+Then, on ``cluster-2``: failover. The node hosting some identity's actor is killed (SIGKILL) and the survivor is asked
+for that identity's posture data; the time from the kill to that answer (the new owner's decision) is measured
+against the lease TTL (``--lease-ttl 3``, the default).
 
-Full run: 6 s per load; ``--quick``: 1 s and fewer users.
+Full run: 6 s per load; ``--quick``: 1 s and a few hundred identities.
 """
 
 from __future__ import annotations
@@ -46,11 +51,15 @@ import httpx
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.controller_run import running_controller
+from bench.identity_seeding import SeededLogin, seed_mfa_logins
 from bench.loadgen import LoadResult, Request, load, open_loop
+from bench.replication_bench import running_node
 from bench.report import ScenarioResult, Target
 from controller.cluster.shards import shard_of
 from controller.etcd import EtcdClient
-from tests.cluster.controllers import CLIENT, LEASE_TTL, MGMT, Network, admin_session
+from controller.runtime.composition import Controller
+from tests.cluster.controllers import ADMIN_PASSWORD, CLIENT, MGMT, Network, admin_session
 from tests.cluster.etcd_cluster import EtcdCluster
 
 __all__ = ["run"]
@@ -67,11 +76,19 @@ _TICK = os.sysconf("SC_CLK_TCK")
 @dataclass(frozen=True, slots=True)
 class Plan:
     seconds: float
-    users: int
+    identities: int
+    reporters: int
 
 
-FULL = Plan(seconds=6.0, users=500)
-QUICK = Plan(seconds=1.0, users=8)
+
+IDENTITIES = 100_000
+REPORTERS = 10_000
+FULL = Plan(seconds=6.0, identities=IDENTITIES, reporters=REPORTERS)
+QUICK = Plan(seconds=1.0, identities=300, reporters=100)
+LEASE_TTL = 3  # seconds: the default of ``tollgate serve``
+START_WITHIN = 300.0  # seconds for a controller to serve: a cluster node first reads every identity from etcd
+# Deadlines from 50 minutes ahead, at 1,000/s: later than any run lasts, and within the MFA check's hour.
+_DEADLINES_FROM, _DEADLINES_PER_SECOND, _MFA_TIMEOUT = 3_000.0, 1_000.0, 3_600
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -87,7 +104,7 @@ def _total_cpu(pids: Sequence[int]) -> float:
 @dataclass
 class Setup:
     admin: str  # token
-    users: list[tuple[str, str]]  # identity id, Client API token
+    reporters: list[SeededLogin]
     check: str
 
 
@@ -98,7 +115,21 @@ async def _create(http: httpx.AsyncClient, url: str, admin: str, path: str, body
     return str(reply.json()["data"]["id"])
 
 
-async def _setup(net: Network, http: httpx.AsyncClient, plan: Plan) -> Setup:
+async def _seeded(net: Network, plan: Plan) -> list[SeededLogin]:
+    """``plan.identities`` identities in the network before its controllers start (see the module's docstring)."""
+    async def seed(controller: Controller) -> list[SeededLogin]:
+        return await seed_mfa_logins(controller, plan.identities, deadlines_per_second=_DEADLINES_PER_SECOND,
+                                     start_in=_DEADLINES_FROM, timeout_seconds=_MFA_TIMEOUT)
+
+    if not net.endpoints:
+        async with running_controller(net.nodes[0].data_dir, admin_password=ADMIN_PASSWORD) as running:
+            return await seed(running.controller)
+    async with running_node(net.endpoints, net.directory / "seeding", prefix=net.prefix,
+                            admin_password=ADMIN_PASSWORD) as controller:
+        return await seed(controller)
+
+
+async def _setup(net: Network, http: httpx.AsyncClient, seeded: list[SeededLogin], plan: Plan) -> Setup:
     first = net.nodes[0].url
     admin = (await admin_session(http, net.nodes[0])).token
     await _create(http, first, admin, "/edge-routers", {"name": "er", "roleAttributes": ["er"]})
@@ -110,40 +141,18 @@ async def _setup(net: Network, http: httpx.AsyncClient, plan: Plan) -> Setup:
     check = await _create(http, first, admin, "/posture-checks", {
         "name": "mac", "typeId": "MAC", "roleAttributes": ["mac"], "macAddresses": [GOOD_MAC]})
     await _create(http, first, admin, "/service-policies", {
-        "name": "p", "type": "Dial", "semantic": "AllOf", "identityRoles": ["#u"], "serviceRoles": ["#s"],
+        "name": "p", "type": "Dial", "semantic": "AllOf", "identityRoles": ["#all"], "serviceRoles": ["#s"],
         "postureCheckRoles": ["#mac"]})
-    users: list[tuple[str, str] | None] = [None] * plan.users
-
-    async def user(index: int) -> None:
-        node = net.nodes[index % len(net.nodes)].url
-        identity = await _create(http, node, admin, "/identities", {
-            "name": f"user{index}", "type": "User", "isAdmin": False, "roleAttributes": ["u"]})
-        await _create(http, node, admin, "/authenticators", {"identityId": identity, "method": "updb",
-                                                             "username": f"user{index}", "password": "bench-pw-1"})
-        login = await http.post(f"{node}{CLIENT}/authenticate?method=password",
-                                json={"username": f"user{index}", "password": "bench-pw-1"})
-        if login.status_code != 200:
-            raise RuntimeError(f"login: {login.status_code} {login.text}")
-        users[index] = (identity, login.json()["data"]["token"])
-
-    limit = trio.CapacityLimiter(16)
-
-    async def limited(index: int) -> None:
-        async with limit:
-            await user(index)
-
-    async with trio.open_nursery() as nursery:
-        for index in range(plan.users):
-            nursery.start_soon(limited, index)
-    return Setup(admin, [u for u in users if u is not None], check)
+    stride = max(1, len(seeded) // plan.reporters)
+    return Setup(admin, seeded[::stride][:plan.reporters], check)
 
 
 def _requests(setup: Setup, workload: str) -> list[Request]:
     if workload == "management reads":
         return [Request.make("GET", f"{MGMT}/identities?limit=10", setup.admin)]
-    return [Request.make("POST", f"{CLIENT}/posture-response", token,
+    return [Request.make("POST", f"{CLIENT}/posture-response", login.api_token,
                          {"id": setup.check, "typeId": "MAC", "macAddresses": [mac]})
-            for mac in (GOOD_MAC, BAD_MAC) for _identity, token in setup.users]
+            for login in setup.reporters for mac in (GOOD_MAC, BAD_MAC)]
 
 
 async def _counts(net: Network, http: httpx.AsyncClient) -> dict[str, float]:
@@ -202,12 +211,13 @@ async def _decisions(net: Network, requests: list[Request], rate: float, seconds
 async def _failover(net: Network, http: httpx.AsyncClient, etcd: EtcdClient, setup: Setup) -> float:
     """Seconds from killing the owner of a user's actor to the survivor's answer for that identity."""
     survivor, victim = net.nodes
-    for identity, _token in setup.users:
+    for login in setup.reporters:
+        identity = login.identity_id
         holder = (await etcd.range(f"{net.prefix}owners/{shard_of(identity):03d}")).kvs
         if holder and holder[0].value.decode() == victim.name:
             break
     else:
-        raise RuntimeError("the victim hosts no user")
+        raise RuntimeError("the victim hosts no identity")
     killed = time.perf_counter()
     victim.kill()
     reply = await http.get(f"{survivor.url}{MGMT}/identities/{identity}/posture-data",
@@ -220,19 +230,25 @@ async def _failover(net: Network, http: httpx.AsyncClient, etcd: EtcdClient, set
 async def _run(plan: Plan, base: Path) -> dict[str, Any]:
     etcd = EtcdCluster.start(base / "etcd")
     etcd_pids = [m.process.pid for m in etcd.members if m.process is not None]
-    figures: dict[str, Any] = {}
+    figures: dict[str, Any] = {"identities": plan.identities, "reporters": plan.reporters}
     try:
         async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=64)) as http, \
                 EtcdClient(etcd.endpoints) as client:
             for name, size in CONFIGURATIONS.items():
                 endpoints = () if name == "single" else etcd.endpoints
                 net = Network(base / name, endpoints, size=size, cpus=[0, 1][:size],
-                              extra=("--metrics-address", "127.0.0.1:0"))
+                              extra=("--metrics-address", "127.0.0.1:0"), lease_ttl=LEASE_TTL)
                 try:
-                    await net.start()
-                    setup = await _setup(net, http, plan)
+                    began = time.perf_counter()
+                    seeded = await _seeded(net, plan)
+                    seeded_at = time.perf_counter()
+                    await net.start(START_WITHIN)
+                    started_at = time.perf_counter()
+                    setup = await _setup(net, http, seeded, plan)
                     figures[name] = {workload: await _load(net, http, _requests(setup, workload), plan.seconds,
                                                            etcd_pids) for workload in WORKLOADS}
+                    figures[name]["seconds"] = {"seeding": seeded_at - began, "starting": started_at - seeded_at,
+                                                "setup": time.perf_counter() - started_at}
                     if name == "cluster-2":
                         held = figures["cluster-1"]["posture events"]["per_s"]
                         events = _requests(setup, "posture events")
@@ -274,8 +290,15 @@ def build_result(figures: dict[str, Any], quick: bool) -> ScenarioResult:
     result.targets.append(Target.bound(
         "failover", f"kill -9 to the new owner's first decision <= lease TTL ({LEASE_TTL} s) + 1 s",
         figures["failover_s"], LEASE_TTL + 1.0, "s"))
+    for name in CONFIGURATIONS:
+        took = figures[name]["seconds"]
+        result.notes.append(f"{name}: seeding {took['seeding']:.1f} s, controllers serving {took['starting']:.1f} s "
+                            f"later (a cluster node reads every identity from etcd), the setup's policies and check "
+                            f"(each re-checked by every identity) {took['setup']:.1f} s and both loads")
     errors = sum(figures[name][w]["errors"] for name in CONFIGURATIONS for w in WORKLOADS)
-    result.notes.append(f"{CONNECTIONS} connections split over the nodes; {len(figures['single'])} loads per "
+    result.notes.append(f"{figures['identities']:,} identities with live actors in each network; posture events from "
+                        f"{figures['reporters']:,} of them")
+    result.notes.append(f"{CONNECTIONS} connections split over the nodes; {len(WORKLOADS)} loads per "
                         f"configuration; requests answered other than 2xx: {errors}")
     result.notes.append("etcd CPU ms/req: etcd's three members' CPU per request served (the read barrier's quorum "
                         "reads, the posture writes' txns, leases, watches); zero work for the single controller")

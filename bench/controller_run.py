@@ -27,9 +27,9 @@ __all__ = ["Running", "running_controller"]
 _PKI: list[Path] = []
 
 
-def _settings(data_dir: Path, *, worker_threads: bool, durable: bool, events: bool) -> Settings:
+def _settings(data_dir: Path, *, worker_threads: bool, durable: bool, events: bool, admin_password: str) -> Settings:
     return Settings(data_dir=data_dir, tls=False, worker_threads=worker_threads, durable=durable,
-                    admin_password="bench-admin-password", events=events)
+                    admin_password=admin_password, events=events)
 
 
 def _seed_pki(data_dir: Path) -> None:
@@ -55,14 +55,16 @@ class Running:
 
 @asynccontextmanager
 async def running_controller(data_dir: Path, *, worker_threads: bool = True, durable: bool = True,
-                             events: bool = True) -> AsyncIterator[Running]:
+                             events: bool = True, admin_password: str = "bench-admin-password",
+                             ) -> AsyncIterator[Running]:
     """Open ``data_dir`` and start its services (:func:`controller.runtime.task_tree.start_services`) under the
     runtime policy (:func:`controller.runtime.memory.runtime_policy`), then :func:`controller.runtime.memory.settle`.
     ``worker_threads`` and ``durable`` False commit on the Trio thread without fsync (what a count of instructions
-    wants: one thread, no waiting)."""
+    wants: one thread, no waiting). A new data directory's admin gets ``admin_password``."""
     _seed_pki(data_dir)
     started = time.perf_counter()
-    controller = Controller.open(_settings(data_dir, worker_threads=worker_threads, durable=durable, events=events))
+    controller = Controller.open(_settings(data_dir, worker_threads=worker_threads, durable=durable, events=events,
+                                            admin_password=admin_password))
     try:
         with memory.runtime_policy():
             async with trio.open_nursery() as services:

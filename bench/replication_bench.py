@@ -55,10 +55,12 @@ QUICK = Plan(rounds=1, seconds={1: 0.2, 64: 0.3})
 
 
 @asynccontextmanager
-async def running_node(endpoints: Sequence[str], data_dir: Path) -> AsyncIterator[Controller]:
-    """A node of a new network on ``endpoints`` (its own prefix), started as ``serve_controller`` starts one."""
-    settings = Settings(data_dir=data_dir, tls=False, admin_password="bench-admin-password",
-                        etcd=tuple(endpoints), etcd_prefix=f"/bench/{uuid.uuid4().hex}/", node_name="bench")
+async def running_node(endpoints: Sequence[str], data_dir: Path, *, prefix: str | None = None,
+                       admin_password: str = "bench-admin-password") -> AsyncIterator[Controller]:
+    """A node named ``bench`` of the network under ``prefix`` on ``endpoints`` (a new prefix by default), started as
+    ``serve_controller`` starts one; the first node of a network creates its admin with ``admin_password``."""
+    settings = Settings(data_dir=data_dir, tls=False, admin_password=admin_password, etcd=tuple(endpoints),
+                        etcd_prefix=prefix or f"/bench/{uuid.uuid4().hex}/", node_name="bench")
     config = cluster_config(settings)
     async with connect(config) as etcd, trio.open_nursery() as membership:
         node = ClusterNode(config, etcd)

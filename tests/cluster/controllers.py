@@ -53,6 +53,7 @@ class Node:
     tls: bool = False
     extra: Sequence[str] = ()
     cpu: int | None = None  # the core to pin the process to (taskset), if any
+    lease_ttl: int = LEASE_TTL
     process: subprocess.Popen[bytes] | None = None
     url: str = ""
     starts: int = 0
@@ -79,7 +80,7 @@ class Node:
         command = [_tollgate(), "serve", "--port", "0", "--data-dir", str(self.data_dir), *self.extra]
         if self.endpoints:
             command += ["--etcd", ",".join(self.endpoints), "--etcd-prefix", self.prefix, "--node-name", self.name,
-                        "--lease-ttl", str(LEASE_TTL)]
+                        "--lease-ttl", str(self.lease_ttl)]
         if not self.tls:
             command.append("--no-tls")
         if self.cpu is not None:
@@ -107,10 +108,10 @@ class Node:
             raise RuntimeError(f"{self.name} exited with {self.process and self.process.returncode}; see {self.log}")
         return False
 
-    async def wait_serving(self) -> None:
-        """Return once the process serves (within :data:`START_TIMEOUT`); RuntimeError if it exited first. Its output
+    async def wait_serving(self, within: float = START_TIMEOUT) -> None:
+        """Return once the process serves (within ``within`` seconds); RuntimeError if it exited first. Its output
         is a file: read it again every 50 ms."""
-        with trio.fail_after(START_TIMEOUT):
+        with trio.fail_after(within):
             while True:
                 if self._announced():
                     return
@@ -210,19 +211,21 @@ class Network:
     tls: bool = False
     cpus: Sequence[int | None] = ()  # per node, the core it is pinned to (none beyond the sequence's end)
     extra: Sequence[str] = ()  # more options for every node's ``tollgate serve``
+    lease_ttl: int = LEASE_TTL
     nodes: list[Node] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.nodes = [Node(f"n{i}", self.directory, self.endpoints, self.prefix, self.tls, extra=self.extra,
-                           cpu=self.cpus[i] if i < len(self.cpus) else None) for i in range(self.size)]
+                           cpu=self.cpus[i] if i < len(self.cpus) else None, lease_ttl=self.lease_ttl)
+                      for i in range(self.size)]
 
-    async def start(self) -> None:
-        """Start every node at once and wait until each serves."""
+    async def start(self, within: float = START_TIMEOUT) -> None:
+        """Start every node at once and wait until each serves (within ``within`` seconds)."""
         for node in self.nodes:
             node.spawn()
         for node in self.nodes:
-            await node.wait_serving()
+            await node.wait_serving(within)
 
     def start_sync(self) -> None:
         """:meth:`start` outside Trio."""
