@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -409,7 +410,7 @@ async def test_released_parked_actors_end_a_chunk_at_a_time(nursery: trio.Nurser
     # The tasks end over several turns of the event loop: a chunk per turn, and a turn of this task may see two
     # (Trio runs the tasks of a turn in any order).
     assert seen[0] == count
-    assert all(0 <= before - after <= 2 * REAP_CHUNK for before, after in zip(seen, seen[1:], strict=False))
+    assert all(0 <= before - after <= 2 * REAP_CHUNK for before, after in itertools.pairwise(seen))
     assert len([n for n in seen if 0 < n < count]) >= 2
     await trio.sleep(100)
     assert registry.statistics()["scheduler_fired"] == 0  # no released actor's deadline fired
