@@ -87,6 +87,7 @@ FULL = Plan(seconds=6.0, identities=IDENTITIES, reporters=REPORTERS)
 QUICK = Plan(seconds=1.0, identities=300, reporters=100)
 LEASE_TTL = 3  # seconds: the default of ``tollgate serve``
 START_WITHIN = 300.0  # seconds for a controller to serve: a cluster node first reads every identity from etcd
+SETUP_TIMEOUT = 600.0  # seconds for one of the setup's writes
 # Deadlines from 50 minutes ahead, at 1,000/s: later than any run lasts, and within the MFA check's hour.
 _DEADLINES_FROM, _DEADLINES_PER_SECOND, _MFA_TIMEOUT = 3_000.0, 1_000.0, 3_600
 
@@ -109,7 +110,8 @@ class Setup:
 
 
 async def _create(http: httpx.AsyncClient, url: str, admin: str, path: str, body: dict[str, Any]) -> str:
-    reply = await http.post(f"{url}{MGMT}{path}", json=body, headers={"zt-session": admin})
+    # A change of access is answered once every identity has re-checked: a minute or more at 100,000.
+    reply = await http.post(f"{url}{MGMT}{path}", json=body, headers={"zt-session": admin}, timeout=SETUP_TIMEOUT)
     if reply.status_code != 201:
         raise RuntimeError(f"{path}: {reply.status_code} {reply.text}")
     return str(reply.json()["data"]["id"])
