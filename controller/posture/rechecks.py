@@ -3,8 +3,8 @@ identities re-check (``controller/posture/engine.py``).
 
 Trio runs every runnable task before it looks for I/O again: a hundred thousand actors woken at once would hold the
 event loop for seconds (no request answered, no deadline fired, no lease renewed). The queue posts
-:data:`RECHECK_CHUNK` re-checks at a time, each with a settle in the same step of the actor, and keeps at most
-:data:`CHUNKS_IN_FLIGHT` chunks unsettled.
+:data:`RECHECK_CHUNK` re-checks, each with a settle in the same step of the actor, and waits for them before the
+next chunk.
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ import trio
 from actors.live_actors import OneShot
 from controller.posture.messages import IdentityMessage, Reevaluate, Settle
 
-__all__ = ["CHUNKS_IN_FLIGHT", "RECHECK_CHUNK", "RecheckQueue"]
+__all__ = ["RECHECK_CHUNK", "RecheckQueue"]
 
 RECHECK_CHUNK = 256
 """Re-checks sent to the actors at once."""
-CHUNKS_IN_FLIGHT = 4
-"""Chunks sent and not yet settled, at most: a chunk waits for its writes to be durable (an etcd round trip in a
-cluster), and several in flight share the writer's batches."""
 
 
 class _Handled(OneShot[None]):
@@ -84,34 +81,24 @@ class RecheckQueue:
             await self._progress.park()
 
     async def run(self) -> None:
-        """Send the queued re-checks a chunk at a time, at most :data:`CHUNKS_IN_FLIGHT` chunks unsettled at once,
-        until cancelled; chunks count as settled in the order they were sent."""
-        in_flight: collections.deque[tuple[int, list[_Handled]]] = collections.deque()
+        """Send the queued re-checks a chunk at a time, each chunk settled before the next, until cancelled."""
         while True:
-            while self._batches and len(in_flight) < CHUNKS_IN_FLIGHT:
-                in_flight.append(self._send_chunk())
-            if not in_flight:
+            while not self._batches:
                 await self._arrived.park()
-                continue
-            size, replies = in_flight.popleft()
+            batch = self._batches[0]
+            chunk = batch.identity_ids[batch.sent:batch.sent + RECHECK_CHUNK]
+            batch.sent += len(chunk)
+            if batch.sent >= len(batch.identity_ids):
+                self._batches.popleft()
+            replies: list[_Handled] = []
+            for identity_id in chunk:
+                if self._hosts(identity_id):
+                    # Posted together, the re-check and the settle are one step of the actor.
+                    reply = _Handled()
+                    self._post(identity_id, batch.message)
+                    self._post(identity_id, Settle(reply))
+                    replies.append(reply)
             for reply in replies:
                 await reply.receive()
-            self._settled += size
+            self._settled += len(chunk)
             self._progress.unpark_all()
-
-    def _send_chunk(self) -> tuple[int, list[_Handled]]:
-        """Post the next chunk's re-checks; how many it took from the queue, and the replies to wait for."""
-        batch = self._batches[0]
-        chunk = batch.identity_ids[batch.sent:batch.sent + RECHECK_CHUNK]
-        batch.sent += len(chunk)
-        if batch.sent >= len(batch.identity_ids):
-            self._batches.popleft()
-        replies: list[_Handled] = []
-        for identity_id in chunk:
-            if self._hosts(identity_id):
-                # Posted together, the re-check and the settle are one step of the actor.
-                reply = _Handled()
-                self._post(identity_id, batch.message)
-                self._post(identity_id, Settle(reply))
-                replies.append(reply)
-        return len(chunk), replies
