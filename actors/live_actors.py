@@ -14,6 +14,7 @@ cannot be loaded fails one message at a time. ``Cancelled`` always propagates.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import logging
 from collections.abc import Awaitable, Callable
@@ -152,7 +153,7 @@ class ActorRegistry(Generic[S, M]):
         self._nursery: trio.Nursery | None = None
         self._live = 0
         self._parked = 0
-        self._unreaped: list[trio.CancelScope] = []  # of released actors that were parked: see release()
+        self._unreaped: collections.deque[trio.CancelScope] = collections.deque()  # released while parked: release()
         self._released = trio.lowlevel.ParkingLot()
         self.spawned = 0
         self.crashed = 0
@@ -172,9 +173,8 @@ class ActorRegistry(Generic[S, M]):
         while True:
             while not self._unreaped:
                 await self._released.park()
-            chunk, self._unreaped = self._unreaped[:REAP_CHUNK], self._unreaped[REAP_CHUNK:]
-            for scope in chunk:
-                scope.cancel()
+            for _ in range(min(REAP_CHUNK, len(self._unreaped))):
+                self._unreaped.popleft().cancel()
             await trio.lowlevel.checkpoint()  # the chunk's tasks end before the next chunk is cancelled
 
     def statistics(self) -> dict[str, int]:

@@ -3,8 +3,8 @@ removals committed but not yet handled (``controller/posture/persistence.py``, `
 
 Read at once (:func:`read_adoption`, a single node's start, before anything is served) or a chunk of states per
 read transaction with a checkpoint between (:func:`read_adoption_chunked`, a cluster node taking shards while it
-serves): reading and decoding a hundred thousand states takes about a second, longer than a node may keep its
-other tasks (its lease's keepalives among them) waiting.
+serves): reading and decoding every state of a large network at once would keep its other tasks (its lease's
+keepalives among them) waiting longer than a node may.
 """
 
 from __future__ import annotations

@@ -2,122 +2,22 @@
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, replace
-from typing import Any
-
 import pytest
 import trio
 import trio.testing
 
-from actors.live_actors import REAP_CHUNK, ActorRegistry, OneShot
+from actors.live_actors import OneShot
 from actors.mailbox import Mailbox
-
-
-@dataclass(frozen=True)
-class Counter:
-    key: str
-    count: int = 0
-    deadline: float | None = None
-    fired_at: tuple[float, ...] = ()
-
-
-@dataclass(frozen=True)
-class Add:
-    n: int
-
-
-@dataclass(frozen=True)
-class SetDeadline:
-    at: float | None
-
-
-@dataclass(frozen=True)
-class Fired:
-    deadline: float
-
-
-@dataclass(frozen=True)
-class Read:
-    reply: OneShot[Counter]
-
-
-@dataclass(frozen=True)
-class BrokenLoad:
-    reply: OneShot[Counter]
-
-
-@dataclass(frozen=True)
-class Boom:
-    reply: OneShot[Counter] | None = None
-
-
-class CounterBehavior:
-    """A toy behaviour whose state is 'persisted' in a dict, like LMDB in production: a step queues its state's
-    write, which lands in :attr:`stored` ``write_seconds`` later, when :meth:`settled` is awaited."""
-
-    def __init__(self, write_seconds: float = 0) -> None:
-        self.stored: dict[str, Counter] = {}
-        self.queued: dict[str, Counter] = {}
-        self.write_seconds = write_seconds
-        self.loads = 0
-        self.steps = 0
-
-    def load(self, key: str) -> Counter:
-        self.loads += 1
-        if key == "unloadable":
-            raise ValueError("corrupt state")
-        return self.stored.get(key, Counter(key))
-
-    def step(self, key: str, state: Counter, messages: list[Any], now: float) -> Counter:
-        self.steps += 1
-        for message in messages:
-            match message:
-                case Add(n):
-                    state = replace(state, count=state.count + n)
-                case SetDeadline(at):
-                    state = replace(state, deadline=at)
-                case Fired():
-                    state = replace(state, deadline=None, fired_at=(*state.fired_at, now))
-                case Read(reply):
-                    reply.send(state)
-                case Boom():
-                    raise RuntimeError("boom")
-                case BrokenLoad():
-                    raise AssertionError("never handled: the state does not load")
-                case _:
-                    raise AssertionError(message)
-        self.queued[key] = state
-        return state
-
-    def next_deadline(self, state: Counter) -> float | None:
-        return state.deadline
-
-    def deadline_message(self, deadline: float) -> Fired:
-        return Fired(deadline)
-
-    def failed(self, message: Any, error: Exception) -> None:
-        reply = getattr(message, "reply", None)
-        if reply is not None:
-            reply.fail(error)
-
-    async def settled(self, state: Counter) -> None:
-        if state.key in self.queued:
-            await trio.sleep(self.write_seconds)
-            self.stored[state.key] = self.queued.pop(state.key)
-
-
-async def open_registry(nursery: trio.Nursery, write_seconds: float = 0, *, releasable: bool = False
-                        ) -> tuple[ActorRegistry[Counter, Any], CounterBehavior]:
-    behavior = CounterBehavior(write_seconds)
-    registry: ActorRegistry[Counter, Any] = ActorRegistry(behavior, trio.current_time, lambda t: t,
-                                                          releasable=releasable)
-    await nursery.start(registry.run)
-    return registry, behavior
-
-
-def live(registry: ActorRegistry[Counter, Any], key: str) -> bool:
-    return registry.state_of(key) is not None
+from tests.actors.counter_actors import (
+    Add,
+    Boom,
+    BrokenLoad,
+    Counter,
+    Read,
+    SetDeadline,
+    live,
+    open_registry,
+)
 
 
 async def test_spawns_on_demand_and_passivates_when_idle(nursery: trio.Nursery) -> None:
@@ -355,62 +255,3 @@ async def test_upcoming_lists_the_earliest_pending_deadlines(nursery: trio.Nurse
     registry.post("a", SetDeadline(None))
     await trio.sleep(16)  # "parked" fired; "a" was disarmed
     assert registry.upcoming(10) == [(start + 20, "b"), (start + 30, "c"), (start + 40, "d")]
-
-
-class Gone(Exception):
-    pass
-
-
-async def test_released_actors_stop_and_their_deadlines_never_fire(nursery: trio.Nursery,
-                                                                   autojump_clock: trio.testing.MockClock) -> None:
-    registry, _ = await open_registry(nursery, write_seconds=1000, releasable=True)
-    start = trio.current_time()
-    for key in ("a1", "a2", "b1"):
-        registry.post(key, SetDeadline(start + 50))
-    await trio.sleep(1)
-    assert all(live(registry, key) for key in ("a1", "a2", "b1"))  # parked, their writes in flight
-    waiting = OneShot[Counter]()
-    registry.post("a1", Read(waiting))  # queued, not yet handled
-    assert registry.release(lambda key: key.startswith("a"), Gone()) == 2
-    with pytest.raises(Gone):
-        await waiting.receive()
-    await trio.sleep(100)
-    assert not live(registry, "a1") and not live(registry, "a2")
-    assert (await registry.ask("b1", Read)).fired_at == (start + 50,)  # the others go on
-    assert registry.statistics()["live"] == 1
-    # Posted to again, a released key is a new actor, loaded from what is stored.
-    assert (await registry.ask("a1", Read)).fired_at == ()
-
-
-async def test_a_registry_not_made_releasable_refuses_to_release(nursery: trio.Nursery,
-                                                                 autojump_clock: trio.testing.MockClock) -> None:
-    registry, _ = await open_registry(nursery)
-    registry.post("a1", SetDeadline(trio.current_time() + 50))
-    await trio.sleep(1)
-    with pytest.raises(RuntimeError):
-        registry.release(lambda key: True, Gone())
-    assert live(registry, "a1")  # nothing stopped
-
-
-async def test_released_parked_actors_end_a_chunk_at_a_time(nursery: trio.Nursery,
-                                                            autojump_clock: trio.testing.MockClock) -> None:
-    registry, _ = await open_registry(nursery, releasable=True)
-    count = 4 * REAP_CHUNK
-    keys = [f"k{i}" for i in range(count)]
-    for key in keys:
-        registry.post(key, SetDeadline(trio.current_time() + 50))
-    await trio.testing.wait_all_tasks_blocked()
-    assert registry.statistics()["parked"] == count
-    assert registry.release(lambda key: True, Gone()) == count
-    assert not any(live(registry, key) for key in keys)  # released at once: nothing of theirs is known
-    seen = [registry.statistics()["live"]]
-    while seen[-1]:
-        await trio.lowlevel.checkpoint()
-        seen.append(registry.statistics()["live"])
-    # The tasks end over several turns of the event loop: a chunk per turn, and a turn of this task may see two
-    # (Trio runs the tasks of a turn in any order).
-    assert seen[0] == count
-    assert all(0 <= before - after <= 2 * REAP_CHUNK for before, after in itertools.pairwise(seen))
-    assert len([n for n in seen if 0 < n < count]) >= 2
-    await trio.sleep(100)
-    assert registry.statistics()["scheduler_fired"] == 0  # no released actor's deadline fired

@@ -9,23 +9,34 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from controller.cluster import LocalReplica
 from controller.etcd import Compare
 from controller.runtime.composition import Controller
 from tests.cluster.etcd_cluster import EtcdCluster
 from tests.support import make_settings, serving
 
-__all__ = ["HeldWatch", "create_service", "local_of", "node"]
+__all__ = ["HeldWatch", "create_service", "local_of", "node", "served_node"]
 
 
 @asynccontextmanager
 async def node(etcd: EtcdCluster, prefix: str, directory: Path, name: str,
                **overrides: Any) -> AsyncIterator[Controller]:
     """A cluster node named ``name`` of the network under ``prefix``, serving on a free port (lease TTL 2 s)."""
+    async with served_node(etcd, prefix, directory, name, **overrides) as (controller, _http):
+        yield controller
+
+
+@asynccontextmanager
+async def served_node(etcd: EtcdCluster, prefix: str, directory: Path, name: str,
+                      **overrides: Any) -> AsyncIterator[tuple[Controller, httpx.AsyncClient]]:
+    """:func:`node`, and a client of its API."""
     settings = make_settings(directory / name, port=0, etcd=tuple(etcd.endpoints), etcd_prefix=prefix,
                              node_name=name, lease_ttl=2, **overrides)
-    async with serving(settings) as (controller, _urls):
-        yield controller
+    async with serving(settings) as (controller, urls), \
+            httpx.AsyncClient(base_url=urls[0], verify=False, timeout=30) as http:
+        yield controller, http
 
 
 async def create_service(controller: Controller, conditions: Sequence[Compare] = ()) -> dict[str, Any]:

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
-import httpx
 import trio
 
 from bench.identity_seeding import SeededLogin, seed_mfa_logins
@@ -22,22 +19,11 @@ from controller.cluster.snapshot import FIRST_PAGE
 from controller.posture.state import STATE_KIND, IdentityState, decode_state
 from controller.runtime.composition import Controller
 from tests.cluster.etcd_cluster import EtcdCluster
-from tests.cluster.in_process import node
-from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, CLIENT, MGMT, make_settings, serving
+from tests.cluster.in_process import node, served_node
+from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, CLIENT, MGMT
 
 SEEDED = 300  # identities, four rows each: more than a page, a part, and a txn's 128 operations
 OWNED_WITHIN = 20.0  # seconds for a lone node to hold every shard once the seeding node has left
-
-
-@asynccontextmanager
-async def served(etcd: EtcdCluster, prefix: str, directory: Path,
-                 name: str) -> AsyncIterator[tuple[Controller, httpx.AsyncClient]]:
-    """A node serving on a free port, and a client of its API."""
-    settings = make_settings(directory / name, port=0, etcd=tuple(etcd.endpoints), etcd_prefix=prefix,
-                             node_name=name, lease_ttl=2)
-    async with serving(settings) as (controller, urls), \
-            httpx.AsyncClient(base_url=urls[0], verify=False, timeout=30) as http:
-        yield controller, http
 
 
 async def seeded(etcd: EtcdCluster, prefix: str, directory: Path) -> list[SeededLogin]:
@@ -70,7 +56,7 @@ async def test_a_rebuilt_node_holds_every_row_and_stores_every_sessions_activity
     assert max(FIRST_PAGE, PUBLISH_PART) < SEEDED * 4
     logins = await seeded(etcd, prefix, tmp_path)
     seeded_by = math.floor(time.time() * 1000) / 1000  # stored times have milliseconds
-    async with served(etcd, prefix, tmp_path, "b") as (rebuilt, http):
+    async with served_node(etcd, prefix, tmp_path, "b") as (rebuilt, http):
         with rebuilt.store.read() as txn:
             for login in logins:
                 identity = login.identity_id
@@ -94,7 +80,7 @@ async def test_a_rebuilt_node_holds_every_row_and_stores_every_sessions_activity
 async def test_a_policy_change_every_identity_rechecks_is_answered_once_their_states_are_stored(
         etcd: EtcdCluster, prefix: str, tmp_path: Path) -> None:
     logins = await seeded(etcd, prefix, tmp_path)
-    async with served(etcd, prefix, tmp_path, "b") as (lone, http):
+    async with served_node(etcd, prefix, tmp_path, "b") as (lone, http):
         await hosts_all(lone, logins)
         before = {identity: state.access_digest for identity, state in states(lone, logins).items()}
         login = await http.post(f"{MGMT}/authenticate?method=password",
