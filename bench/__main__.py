@@ -29,6 +29,7 @@ SCENARIOS = {
     "cluster": "bench.cluster_bench",
     "events": "bench.events_bench",
     "adoption": "bench.adoption_bench",
+    "gc": "bench.gc_bench",
 }
 
 

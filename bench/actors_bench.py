@@ -158,9 +158,9 @@ async def _t3_baseline(config: Config) -> dict[str, Any]:
 
 
 async def t3_subject(config: Config, data_dir: Path, monitor: memory.GcMonitor, *, seed: int,
-                      events: bool = True) -> dict[str, Any]:
+                      events: bool = True, young_steps: int | None = memory.YOUNG_STEPS) -> dict[str, Any]:
     release_free_memory()
-    async with running_controller(data_dir, events=events) as running:
+    async with running_controller(data_dir, events=events, young_steps=young_steps) as running:
         controller = running.controller
         parked = await load_parked(controller, config.t3_count - config.t3_measured, rate=config.rate)
         # Observed before the measured identities are seeded: on a loaded machine seeding may overrun the first

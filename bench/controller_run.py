@@ -56,17 +56,18 @@ class Running:
 @asynccontextmanager
 async def running_controller(data_dir: Path, *, worker_threads: bool = True, durable: bool = True,
                              events: bool = True, admin_password: str = "bench-admin-password",
-                             ) -> AsyncIterator[Running]:
+                             young_steps: int | None = memory.YOUNG_STEPS) -> AsyncIterator[Running]:
     """Open ``data_dir`` and start its services (:func:`controller.runtime.task_tree.start_services`) under the
     runtime policy (:func:`controller.runtime.memory.runtime_policy`), then :func:`controller.runtime.memory.settle`.
     ``worker_threads`` and ``durable`` False commit on the Trio thread without fsync (what a count of instructions
-    wants: one thread, no waiting). A new data directory's admin gets ``admin_password``."""
+    wants: one thread, no waiting). A new data directory's admin gets ``admin_password``; ``young_steps`` goes to the
+    runtime policy."""
     _seed_pki(data_dir)
     started = time.perf_counter()
     controller = Controller.open(_settings(data_dir, worker_threads=worker_threads, durable=durable, events=events,
                                             admin_password=admin_password))
     try:
-        with memory.runtime_policy():
+        with memory.runtime_policy(young_steps):
             async with trio.open_nursery() as services:
                 await start_services(controller, services)
                 memory.settle()

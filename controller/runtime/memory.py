@@ -35,6 +35,16 @@ The policy, in three parts:
    it, at the price of one pause proportional to the whole population, for an operator's maintenance window.
    Serving HTTP is where such cycles would come from; the http benchmark's long runs are where to watch for them.
 
+4. :class:`YoungCollections` bounds the young generation by work as well. CPython starts a young collection when
+   the container objects allocated since the last one outnumber those freed by ``threshold0``, and a freed object
+   counts whatever its age. An actor that handles a message replaces its frozen state with a new one: one object
+   freed for each allocated, so the count stays flat while the young generation keeps every new object. A wave of
+   re-checks over a large network would fill it with every re-checked identity's new objects before any collection
+   came, and the one that finally came (then each older generation's, as the objects moved up) would stall the loop
+   for as long as the wave's population takes to traverse, long enough for a cluster node to lose its lease. A Trio
+   instrument therefore collects (the generation CPython would pick) after
+   :data:`YOUNG_STEPS` task steps without one.
+
 What the collector traverses under load is mostly what in-flight work holds: at saturation every actor step waits
 for the group commit, and each collection walks those waiting steps. Sampling the generations showed about 65 tracked
 objects per waiting step (closures and their cells, an Event with its waiter set, the read snapshot and its rows,
@@ -55,12 +65,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GcMonitor", "GcPolicy", "PauseStatistics", "collect_frozen", "runtime_policy", "settle"]
+import trio
+
+__all__ = ["YOUNG_STEPS", "GcMonitor", "GcPolicy", "PauseStatistics", "YoungCollections", "collect_frozen",
+           "runtime_policy", "settle"]
 
 # A collection traverses about 0.5 µs per object on these machines under load (the young generations included),
 # so threshold1 = threshold2 = 5 instead of 10 and threshold0 = 1000: the middle generation stays under ~6k objects
 # (a few ms) and a full collection of what is not frozen under ~40k (~20 ms).
 THRESHOLDS = (1000, 5, 5)
+YOUNG_STEPS = 128
+"""Task steps after which :class:`YoungCollections` collects if CPython has not: an actor step keeps about eight
+new container objects, so the young generation stays near ``threshold0`` however many objects the steps free."""
 
 
 def settle() -> int:
@@ -174,17 +190,68 @@ class GcPolicy:
             self.refreezes += 1
 
 
+class YoungCollections(trio.abc.Instrument):
+    """A Trio instrument that collects after ``steps`` task steps in which no collection ran (part 4 of the module
+    docstring): the generation CPython itself would pick, the oldest whose count passed its threshold, or the
+    youngest. Any collection, CPython's own included, starts the count again."""
+
+    def __init__(self, steps: int = YOUNG_STEPS) -> None:
+        self.steps = steps
+        self.collections = 0
+        self._left = steps
+        self._installed = False
+
+    def install(self) -> YoungCollections:
+        """Install in the running Trio loop (and count every collection of the process)."""
+        if not self._installed:
+            self._installed = True
+            gc.callbacks.append(self._collected)
+            trio.lowlevel.add_instrument(self)
+        return self
+
+    def uninstall(self) -> None:
+        if self._installed:
+            self._installed = False
+            gc.callbacks.remove(self._collected)
+            trio.lowlevel.remove_instrument(self)
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._left -= 1
+        if self._left <= 0 and gc.isenabled():
+            self.collections += 1
+            gc.collect(_due_generation())  # resets the count through _collected
+
+    def _collected(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop":
+            self._left = self.steps
+
+
+def _due_generation() -> int:
+    """The generation CPython's next automatic collection would take, but for the ratio it also asks of a full
+    one: counts of the older generations are collections of the younger one since their own."""
+    counts, thresholds = gc.get_count(), gc.get_threshold()
+    for generation in (2, 1):
+        if counts[generation] > thresholds[generation]:
+            return generation
+    return 0
+
+
 @contextmanager
-def runtime_policy() -> Iterator[GcPolicy]:
-    """The process settings a running controller needs, restored on exit: the :class:`GcPolicy`, and a GIL switch
-    interval of 0.5 ms. The commit thread holds the GIL for up to the switch interval (5 ms by default) whenever it
-    runs Python; a shorter interval hands the lock back to the event loop sooner, which bounds the latency a commit
-    adds, and lets the commit thread in sooner when the event loop is the busy one."""
+def runtime_policy(young_steps: int | None = YOUNG_STEPS) -> Iterator[GcPolicy]:
+    """The process settings a running controller needs, restored on exit: the :class:`GcPolicy` and
+    :class:`YoungCollections` every ``young_steps`` task steps (so it must be entered inside a Trio run; None: none,
+    what the ``gc`` benchmark compares with), and a GIL switch interval of 0.5 ms. The
+    commit thread holds the GIL for up to the switch interval (5 ms by default) whenever it runs Python; a shorter
+    interval hands the lock back to the event loop sooner, which bounds the latency a commit adds, and lets the commit
+    thread in sooner when the event loop is the busy one."""
     policy = GcPolicy().install()
+    young = YoungCollections(young_steps).install() if young_steps is not None else None
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)
     try:
         yield policy
     finally:
         sys.setswitchinterval(switch_interval)
+        if young is not None:
+            young.uninstall()
         policy.uninstall()
