@@ -8,7 +8,7 @@ heap. Untuned, full collections with only 20k actors (and their freshly loaded r
 0.4-0.5 s here (every request and every deadline waited for them; architecture.md saw HTTP p99 go from ~100 ms to
 600-800 ms at 100k actors), and their cost grows with the population: at a million actors, seconds.
 
-The policy, in three parts:
+The policy, in four parts:
 
 1. :func:`settle` after start-up, after the restore and after any bulk load: one full collection (so that the
    garbage of the load is freed, not kept), then ``gc.freeze()``, which moves every surviving object into the
@@ -42,8 +42,8 @@ The policy, in three parts:
    re-checks over a large network would fill it with every re-checked identity's new objects before any collection
    came, and the one that finally came (then each older generation's, as the objects moved up) would stall the loop
    for as long as the wave's population takes to traverse, long enough for a cluster node to lose its lease. A Trio
-   instrument therefore collects (the generation CPython would pick) after
-   :data:`YOUNG_STEPS` task steps without one.
+   instrument therefore collects (the generation CPython would pick) after :data:`YOUNG_STEPS` task steps without
+   a collection.
 
 What the collector traverses under load is mostly what in-flight work holds: at saturation every actor step waits
 for the group commit, and each collection walks those waiting steps. Sampling the generations showed about 65 tracked
@@ -197,7 +197,6 @@ class YoungCollections(trio.abc.Instrument):
 
     def __init__(self, steps: int = YOUNG_STEPS) -> None:
         self.steps = steps
-        self.collections = 0
         self._left = steps
         self._installed = False
 
@@ -218,7 +217,6 @@ class YoungCollections(trio.abc.Instrument):
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         self._left -= 1
         if self._left <= 0 and gc.isenabled():
-            self.collections += 1
             gc.collect(_due_generation())  # resets the count through _collected
 
     def _collected(self, phase: str, info: dict[str, Any]) -> None:
@@ -227,8 +225,10 @@ class YoungCollections(trio.abc.Instrument):
 
 
 def _due_generation() -> int:
-    """The generation CPython's next automatic collection would take, but for the ratio it also asks of a full
-    one: counts of the older generations are collections of the younger one since their own."""
+    """The generation CPython's next automatic collection would take: the oldest whose count (the collections of the
+    next younger generation since its own) passed its threshold, else the youngest. CPython also puts a full
+    collection off until a quarter of the long-lived objects are new; Python cannot see that ratio, and with the
+    survivors of each full collection frozen, one more full collection traverses little."""
     counts, thresholds = gc.get_count(), gc.get_threshold()
     for generation in (2, 1):
         if counts[generation] > thresholds[generation]:
@@ -238,12 +238,12 @@ def _due_generation() -> int:
 
 @contextmanager
 def runtime_policy(young_steps: int | None = YOUNG_STEPS) -> Iterator[GcPolicy]:
-    """The process settings a running controller needs, restored on exit: the :class:`GcPolicy` and
+    """The process settings a running controller needs, restored on exit: the :class:`GcPolicy`,
     :class:`YoungCollections` every ``young_steps`` task steps (so it must be entered inside a Trio run; None: none,
-    what the ``gc`` benchmark compares with), and a GIL switch interval of 0.5 ms. The
-    commit thread holds the GIL for up to the switch interval (5 ms by default) whenever it runs Python; a shorter
-    interval hands the lock back to the event loop sooner, which bounds the latency a commit adds, and lets the commit
-    thread in sooner when the event loop is the busy one."""
+    what the ``gc`` benchmark compares with), and a GIL switch interval of 0.5 ms. The commit thread holds the GIL
+    for up to the switch interval (5 ms by default) whenever it runs Python; a shorter interval hands the lock back to
+    the event loop sooner, which bounds the latency a commit adds, and lets the commit thread in sooner when the event
+    loop is the busy one."""
     policy = GcPolicy().install()
     young = YoungCollections(young_steps).install() if young_steps is not None else None
     switch_interval = sys.getswitchinterval()
