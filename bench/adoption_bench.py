@@ -32,7 +32,7 @@ from bench.identity_seeding import seed_mfa_identities
 from bench.report import ScenarioResult, Target
 from bench.stats import median
 
-__all__ = ["COLUMNS", "run"]
+__all__ = ["COLUMNS", "run", "seed"]
 
 COLUMNS = ["restart", "identities", "actor messages", "services up s", "re-checks settled s", "CPU s",
            "CPU us/identity", "sessions kept"]
@@ -43,7 +43,9 @@ _START_IN = 3_600.0  # every seeded deadline lies far past the measurement
 _TIMEOUT_SECONDS = 7_200
 
 
-async def _seed(data_dir: Path, count: int) -> None:
+async def seed(data_dir: Path, count: int) -> None:
+    """``count`` identities in a new data directory, each an API session that passed MFA, a Dial session and a
+    deadline an hour ahead: every one re-checked when a controller is next started on it."""
     async with running_controller(data_dir) as running:
         await seed_mfa_identities(running.controller, count, deadlines_per_second=_DEADLINES_PER_SECOND,
                                   start_in=_START_IN, timeout_seconds=_TIMEOUT_SECONDS, role="bench-adoption")
@@ -67,7 +69,7 @@ async def _rounds(count: int, restarts: int) -> list[dict[str, Any]]:
     base = Path(tempfile.mkdtemp(prefix="tollgate-bench-adoption-"))
     try:
         data_dir = base / "data"
-        await _seed(data_dir, count)
+        await seed(data_dir, count)
         return [await _restart(data_dir) for _ in range(restarts)]
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -80,7 +80,6 @@ class Plan:
     reporters: int
 
 
-
 IDENTITIES = 100_000
 REPORTERS = 10_000
 FULL = Plan(seconds=6.0, identities=IDENTITIES, reporters=REPORTERS)

@@ -27,9 +27,8 @@ from typing import Any
 
 import trio
 
-from bench import actors_bench
+from bench import actors_bench, adoption_bench
 from bench.controller_run import running_controller
-from bench.identity_seeding import seed_mfa_identities
 from bench.report import ScenarioResult, Target
 from bench.stats import median
 from controller.runtime import memory
@@ -81,9 +80,7 @@ async def _rounds(quick: bool) -> list[dict[str, Any]]:
     work = Path(tempfile.mkdtemp(prefix="tollgate-bench-gc-"))
     measured: list[dict[str, Any]] = []
     try:
-        async with running_controller(work / "rechecks") as running:
-            await seed_mfa_identities(running.controller, identities, deadlines_per_second=1_000.0,
-                                      start_in=3_600.0, timeout_seconds=7_200, role="bench-gc")
+        await adoption_bench.seed(work / "rechecks", identities)
         for number in range(rounds):
             for side, steps in _SIDES.items():
                 measured.append({"workload": "T3", "side": side, "round": number,
