@@ -23,7 +23,8 @@ connections, split evenly over the nodes (one ``wrk`` per node, or the Python ge
 
 Beside requests/s and latency, the controllers' CPU time (``/proc/PID/stat``) per request served, etcd's, how many
 of the nodes' batches of writes met another node's write and ran again (``tollgate_cluster_write_conflicts``), and
-the write txns and quorum reads the nodes sent to etcd per request (``tollgate_etcd_requests``).
+the write txns and quorum reads the nodes sent to etcd per request (``tollgate_etcd_requests``), and the read
+barrier's rounds that a write txn answered instead of a quorum read (``tollgate_cluster_read_barrier_rounds``).
 
 Then, on ``cluster-2``, decisions at the load one node holds: posture events offered open loop
 (``bench.loadgen.open_loop``: at a fixed rate, latency counted from when each was due) at the rate ``cluster-1``
@@ -67,7 +68,8 @@ __all__ = ["run"]
 CONNECTIONS = 32
 CONFIGURATIONS = {"single": 1, "cluster-1": 1, "cluster-2": 2}  # name -> controllers
 COLUMNS = ["configuration", "workload", "req/s", "p50 ms", "p99 ms", "errors", "controller CPU ms/req",
-           "etcd CPU ms/req", "write conflicts", "etcd txns/req", "quorum reads/req"]
+           "etcd CPU ms/req", "write conflicts", "etcd txns/req", "quorum reads/req",
+           "barrier rounds on txns/req"]
 WORKLOADS = ("management reads", "posture events")
 GOOD_MAC, BAD_MAC = "aa:bb:cc:dd:ee:ff", "11:22:33:44:55:66"
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -160,7 +162,8 @@ async def _counts(net: Network, http: httpx.AsyncClient) -> dict[str, float]:
     """The nodes' write conflicts, write txns and quorum reads sent to etcd so far, all nodes together (0 for a
     single controller, which has none)."""
     wanted = {("tollgate_cluster_write_conflicts", None): "conflicts",
-              ("tollgate_etcd_requests", "kv/txn"): "txns", ("tollgate_etcd_requests", "kv/range"): "ranges"}
+              ("tollgate_etcd_requests", "kv/txn"): "txns", ("tollgate_etcd_requests", "kv/range"): "ranges",
+              ("tollgate_cluster_read_barrier_rounds", "write txn"): "ridden"}
     totals = dict.fromkeys(wanted.values(), 0.0)
     for node in net.nodes:
         url = node.metrics_url
@@ -168,7 +171,7 @@ async def _counts(net: Network, http: httpx.AsyncClient) -> dict[str, float]:
             raise RuntimeError(f"{node.name} printed no metrics URL")
         for family in text_string_to_metric_families((await http.get(url)).text):
             for sample in family.samples:
-                name = wanted.get((family.name, sample.labels.get("call")))
+                name = wanted.get((family.name, sample.labels.get("call", sample.labels.get("answer"))))
                 if name is not None and sample.name.endswith("_total"):
                     totals[name] += sample.value
     return totals
@@ -197,7 +200,8 @@ async def _load(net: Network, http: httpx.AsyncClient, requests: list[Request], 
             "controller_cpu_ms": controllers * 1e3 / served, "etcd_cpu_ms": etcd * 1e3 / served,
             "conflicts": after["conflicts"] - counts["conflicts"],
             "txns_per_req": (after["txns"] - counts["txns"]) / served,
-            "ranges_per_req": (after["ranges"] - counts["ranges"]) / served}
+            "ranges_per_req": (after["ranges"] - counts["ranges"]) / served,
+            "ridden_per_req": (after["ridden"] - counts["ridden"]) / served}
 
 
 async def _decisions(net: Network, requests: list[Request], rate: float, seconds: float) -> dict[str, float]:
@@ -271,7 +275,7 @@ def build_result(figures: dict[str, Any], quick: bool) -> ScenarioResult:
             result.rows.append([name, workload, round(row["per_s"]), round(row["p50_ms"], 2), round(row["p99_ms"], 2),
                                 int(row["errors"]), round(row["controller_cpu_ms"], 3), round(row["etcd_cpu_ms"], 3),
                                 int(row["conflicts"]), round(row["txns_per_req"], 3),
-                                round(row["ranges_per_req"], 3)])
+                                round(row["ranges_per_req"], 3), round(row["ridden_per_req"], 3)])
     for key, workload in (("reads", "management reads"), ("events", "posture events")):
         result.targets.append(Target.at_least(
             f"{key}2", f"{workload}/s on 2 nodes, each on its own core, >= 1.5x on 1 node",

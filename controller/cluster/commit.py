@@ -28,12 +28,14 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from typing import Protocol
 
 import lmdb
 import trio
 
-from controller.cluster.head_txns import Committed, Conflict, Refused, fence, send_guarded
+from controller.cluster.freshness import Ride
+from controller.cluster.head_txns import Committed, Conflict, GuardedResult, Refused, fence, send_guarded
 from controller.cluster.keys import HeadValue, NetworkKeys
 from controller.cluster.local_replica import LOST, LocalReplica
 from controller.cluster.replica_apply import APPLIED_META, HEAD_META, AppliedWrite
@@ -63,12 +65,24 @@ def _unavailable(error: Unavailable) -> ApiError:
     return ApiError("CLUSTER_UNAVAILABLE", nested_cause(str(error), "CLUSTER_UNAVAILABLE", {"applied": applied}))
 
 
+class Rides(Protocol):
+    """What the writer does for the read barrier (``controller/cluster/freshness.py``)."""
+
+    def ride(self) -> Ride | None:
+        """The requests waiting for a quorum read now, if any, for the txn about to be sent to answer."""
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Around the commit of a batch: the barrier's own read waits for its txns."""
+
+
 class ReplicatedCommit:
     """The :class:`~controller.data.commit_step.CommitStep` of a cluster node over its replica ``local``."""
 
     def __init__(self, local: LocalReplica, etcd: EtcdClient, keys: NetworkKeys, *, node: str, limits: Limits,
-                 owned_kinds: frozenset[str] = frozenset()) -> None:
+                 owned_kinds: frozenset[str] = frozenset(), barrier: Rides | None = None) -> None:
+        """``barrier``: the node's read barrier, whose waiting requests the heads each txn reads answer."""
         self._local = local
+        self._barrier = barrier
         self._etcd = etcd
         self._keys = keys
         self._limits = limits
@@ -99,7 +113,7 @@ class ReplicatedCommit:
 
     async def commit(self, batch: Sequence[Queued], answer: Answer) -> None:
         # Shielded: a batch taken from the queue is carried through (its deadline bounds it) and answered.
-        with trio.CancelScope(shield=True):
+        with trio.CancelScope(shield=True), self._barrier.writing() if self._barrier is not None else nullcontext():
             await self._commit(batch, answer)
 
     async def _commit(self, batch: Sequence[Queued], answer: Answer) -> None:
@@ -171,8 +185,7 @@ class ReplicatedCommit:
                 ops = txn_ops(self._keys, merged([writes[i] for i in part]))
                 guards = [condition for i in part for condition in conditions[i]]
                 try:
-                    result = await send_guarded(self._etcd, self._keys, head_key, ops, at,
-                                                HeadValue(write_id, self.node), guards, deadline)
+                    result = await self._send(head_key, ops, at, HeadValue(write_id, self.node), guards, deadline)
                 except OutcomeUnknown:
                     await self._local.end(raw, commit=False)
                     if lane:  # it may have committed, and will not be in the replica before the watch brings it
@@ -212,6 +225,18 @@ class ReplicatedCommit:
         finally:
             # Applied by now, or never to be: nothing is left to recognise as this node's own.
             self._local.forget(sent)
+
+    async def _send(self, head_key: bytes, ops: Sequence[Op], at: int, head_value: HeadValue,
+                    guards: Sequence[Compare], deadline: float) -> GuardedResult:
+        """One guarded txn (:func:`send_guarded`), which answers the read barrier's waiting round if it commits."""
+        ride = self._barrier.ride() if self._barrier is not None else None
+        result: GuardedResult | None = None
+        try:
+            result = await send_guarded(self._etcd, self._keys, head_key, ops, at, head_value, guards, deadline)
+            return result
+        finally:
+            if ride is not None:
+                ride(result.heads if isinstance(result, Committed) else None)
 
     async def _commit_local(self, txn: WriteTxn, raw: lmdb.Transaction, lane: bool, compared: int,
                             revisions: list[int], heads: dict[bytes, int], written: list[list[bytes]]) -> None:

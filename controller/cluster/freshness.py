@@ -13,6 +13,14 @@ for a progress notification.
 When etcd cannot answer (no quorum), reads are served from the replica as it is after a short bound: it holds at
 least every write this node acknowledged, since a write is acknowledged only once applied here.
 
+A write txn answers a round as well as a quorum read does: every replicated txn reads the heads as it commits
+(``controller/cluster/head_txns.py``). The writer takes the round waiting when it sends a txn (:meth:`ReadIndexBarrier.
+ride`): committed, its heads answer that round's requests, which all arrived before it was sent; not committed, the
+round goes back to wait for the barrier's next read. While the writer is committing a batch (:meth:`ReadIndexBarrier.
+writing`), the barrier holds its own read back, at most :data:`RIDE_WAIT`, for the writer's next txn to take the round:
+under a write load (every posture report is one) most rounds then ride on txns the node sends anyway, and etcd is
+asked one quorum operation where it was asked two. The rounds' answers are as fresh either way; only the cost moves.
+
 A request another node forwarded already passed that node's barrier: it names a revision up to which a replica must
 have applied everything to hold what that node's replica held (:attr:`ReadIndexBarrier.position`), and
 :meth:`ReadIndexBarrier.wait_revision` waits for this replica to get there, with no quorum read of its own.
@@ -20,9 +28,10 @@ have applied everything to hold what that node's replica held (:attr:`ReadIndexB
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import trio
@@ -33,7 +42,7 @@ from controller.cluster.local_replica import KICK_AFTER
 from controller.cluster.position import ReplicaPosition
 from controller.etcd import EtcdClient, EtcdError
 
-__all__ = ["STALE_READ_WAIT", "ReadIndexBarrier"]
+__all__ = ["RIDE_WAIT", "STALE_READ_WAIT", "ReadIndexBarrier", "Ride"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -42,19 +51,34 @@ CURRENT_RETRY = 0.1
 answer."""
 STALE_READ_WAIT = 0.5
 """Seconds a request waits for a quorum read that does not come back before it is served from the replica as is."""
+RIDE_WAIT = 0.05
+"""Seconds the barrier holds its read back while the writer commits, for the writer's next txn to answer the round."""
 REPLICA_WAIT = 10.0
 """Seconds a request waits for the replica to reach a revision etcd named (the watch is restarted after a second)."""
 
 
 class _Round:
-    """One quorum read and the requests it serves: the ``heads`` once answered (None: etcd could not say)."""
+    """One quorum read and the requests it serves: the ``heads`` once answered (None: etcd could not say). Rounds
+    handed back by a txn that did not commit are answered with it (``followers``)."""
 
-    __slots__ = ("answered", "heads", "waiting")
+    __slots__ = ("answered", "followers", "heads", "waiting")
 
     def __init__(self) -> None:
         self.answered = trio.Event()
         self.heads: dict[bytes, int] | None = None
         self.waiting = 0
+        self.followers: list[_Round] = []
+
+    def answer(self, heads: dict[bytes, int] | None) -> None:
+        self.heads = heads
+        self.answered.set()
+        for round_ in self.followers:
+            round_.answer(heads)
+
+
+Ride = Callable[[dict[bytes, int] | None], None]
+"""Given to a writer that took a round (:meth:`ReadIndexBarrier.ride`): call it once, with the heads its txn read as it
+committed, or None if the txn did not commit (the round then waits for the barrier's next read)."""
 
 
 class Replica(Protocol):
@@ -82,7 +106,45 @@ class ReadIndexBarrier:
         self._local = local
         self._next = _Round()
         self._wanted = trio.lowlevel.ParkingLot()
-        self.rounds = 0
+        self._writing = 0
+        self._written = trio.lowlevel.ParkingLot()
+        self.rounds = 0  # quorum reads sent
+        self.ridden = 0  # rounds answered by a write txn
+
+    def ride(self) -> Ride | None:
+        """Take the round waiting now, if any, for a txn about to be sent that reads every head as it commits."""
+        if not self._next.waiting:
+            return None
+        round_, self._next = self._next, _Round()
+        self.ridden += 1
+        return functools.partial(self._ridden, round_)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around the writer's commit of a batch: the barrier's read waits for the txns it sends meanwhile."""
+        self._writing += 1
+        try:
+            yield
+        finally:
+            self._writing -= 1
+            self._written.unpark_all()
+
+    async def _wait_for_rides(self) -> None:
+        """While the writer commits, and at most :data:`RIDE_WAIT`, let its txns take the waiting rounds."""
+        with trio.move_on_after(RIDE_WAIT):
+            while self._next.waiting and self._writing:
+                await self._written.park()
+                # A batch queued meanwhile is taken one scheduling turn after the last one ended: look again then.
+                await trio.lowlevel.checkpoint()
+
+    def _ridden(self, round_: _Round, heads: dict[bytes, int] | None) -> None:
+        if heads is not None:
+            round_.answer(heads)
+            return
+        self.ridden -= 1
+        self._next.followers.append(round_)
+        self._next.waiting += round_.waiting
+        self._wanted.unpark()
 
     def _join(self) -> _Round:
         """The round whose quorum read is sent next, counting one more request in it."""
@@ -148,11 +210,15 @@ class ReadIndexBarrier:
         while True:
             while not self._next.waiting:
                 await self._wanted.park()
+            await self._wait_for_rides()
+            if not self._next.waiting:
+                continue
             round_, self._next = self._next, _Round()
+            heads: dict[bytes, int] | None = None
             try:
                 read = heads_read(self._keys)
-                round_.heads = heads_of(await self._etcd.range(read.key, read.range_end, keys_only=True))
+                heads = heads_of(await self._etcd.range(read.key, read.range_end, keys_only=True))
             except EtcdError as error:
                 log.debug("a read barrier could not reach etcd", extra={"error": str(error)})
             self.rounds += 1
-            round_.answered.set()
+            round_.answer(heads)

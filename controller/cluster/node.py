@@ -157,10 +157,10 @@ class ClusterNode:
         self.local = LocalReplica(store, self.keys, network=self.network, lane_key=self.keys.lane(name))
         # The identity actors' state goes in this node's lane: only the owner of an identity's shard writes it,
         # under its fences, from what its actor holds.
-        self.commit = ReplicatedCommit(self.local, self.etcd, self.keys, node=name, limits=self.config.limits,
-                                       owned_kinds=frozenset({STATE_KIND}))
-        self.replica = ReplicaService(self.etcd, self.keys, self.local, layouts, durable=synced)
         self.freshness = ReadIndexBarrier(self.etcd, self.keys, self.local)
+        self.commit = ReplicatedCommit(self.local, self.etcd, self.keys, node=name, limits=self.config.limits,
+                                       owned_kinds=frozenset({STATE_KIND}), barrier=self.freshness)
+        self.replica = ReplicaService(self.etcd, self.keys, self.local, layouts, durable=synced)
         self.ownership = ShardOwnership(self.etcd, self.keys, self.membership, self.freshness)
         return store
 

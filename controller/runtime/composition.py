@@ -169,8 +169,8 @@ class Controller:
             node.local.subscribe(_publish_remote(domain, event_log))
         if metrics is not None:
             metrics.collect_from(engine, sessions)
-            if node is not None and node.commit is not None:
-                metrics.collect_cluster(node.commit, node.etcd)
+            if node is not None and node.commit is not None and node.freshness is not None:
+                metrics.collect_cluster(node.commit, node.etcd, node.freshness)
         sessions.restore()
         return cls(settings=settings, clock=clock, registry=registry, store=store, writer=writer, domain=domain,
                    hashing=hashing, sessions=sessions, engine=engine, posture=posture,

@@ -81,10 +81,10 @@ class Metrics:
         ``sessions`` hold. Call once."""
         self.registry.register(_ControllerCollector(engine, sessions))
 
-    def collect_cluster(self, commit: WriteConflicts, etcd: EtcdRequests) -> None:
-        """Read, at each scrape, how often a cluster node's writes met another node's, and what it asked of etcd.
-        Call once."""
-        self.registry.register(_ClusterCollector(commit, etcd))
+    def collect_cluster(self, commit: WriteConflicts, etcd: EtcdRequests, barrier: BarrierRounds) -> None:
+        """Read, at each scrape, how often a cluster node's writes met another node's, what it asked of etcd, and
+        what answered its read barrier's rounds. Call once."""
+        self.registry.register(_ClusterCollector(commit, etcd, barrier))
 
     def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
         """Count one answered request. ``route`` is the matched rule (``/edge/management/v1/identities/<id>``), None
@@ -120,10 +120,18 @@ class EtcdRequests(Protocol):
     requests: dict[str, int]
 
 
+class BarrierRounds(Protocol):
+    """What the metrics read of a cluster node's read barrier."""
+
+    rounds: int
+    ridden: int
+
+
 class _ClusterCollector:
-    def __init__(self, commit: WriteConflicts, etcd: EtcdRequests) -> None:
+    def __init__(self, commit: WriteConflicts, etcd: EtcdRequests, barrier: BarrierRounds) -> None:
         self._commit = commit
         self._etcd = etcd
+        self._barrier = barrier
 
     def collect(self) -> Iterator[Metric]:
         yield CounterMetricFamily("tollgate_cluster_write_conflicts", "Batches of writes that found the network's "
@@ -135,6 +143,12 @@ class _ClusterCollector:
         for call, count in sorted(self._etcd.requests.items()):
             requests.add_metric([call], count)
         yield requests
+        rounds = CounterMetricFamily("tollgate_cluster_read_barrier_rounds", "Rounds of the read barrier (each "
+                                     "answers the requests that arrived before it), by what answered them: a quorum "
+                                     "read of the barrier's own, or a write txn this node sent.", labels=["answer"])
+        rounds.add_metric(["quorum read"], self._barrier.rounds)
+        rounds.add_metric(["write txn"], self._barrier.ridden)
+        yield rounds
 
 
 class _ControllerCollector:

@@ -12,7 +12,7 @@ import pytest
 import trio
 from prometheus_client import generate_latest
 
-from controller.cluster import AppliedWrite
+from controller.cluster import AppliedWrite, freshness
 from controller.data.commit_step import ConditionFailed
 from controller.errors import ApiError
 from controller.etcd import Compare, CompareOp, CompareTarget, EtcdClient, Op, OutcomeUnknown, Put, TxnResult
@@ -219,3 +219,32 @@ async def test_a_write_that_met_another_nodes_runs_again_and_is_counted(etcd: Et
         # Both of a's tries went to etcd as txns, and its read barrier and replica asked for the rest.
         txns = a.cluster.etcd.requests["kv/txn"]
         assert txns >= 2 and f'tollgate_etcd_requests_total{{call="kv/txn"}} {float(txns)}' in exposition
+
+
+async def test_a_write_txn_answers_the_read_barrier_round_waiting_when_it_was_sent(
+        etcd: EtcdCluster, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only a txn may answer the round here, however slow the machine: the barrier's own read would wait a minute.
+    monkeypatch.setattr(freshness, "RIDE_WAIT", 60.0)
+    monkeypatch.setattr(freshness, "STALE_READ_WAIT", 60.0)
+    async with node(etcd, prefix, tmp_path, "a", metrics_address="127.0.0.1:0") as a, \
+            node(etcd, prefix, tmp_path, "b") as b:
+        assert a.cluster is not None and a.cluster.freshness is not None and a.metrics is not None
+        barrier = a.cluster.freshness
+        theirs = await create_service(b)
+        reads, ridden = a.cluster.etcd.requests.get("kv/range", 0), barrier.ridden
+        seen: list[set[str]] = []
+
+        async def request() -> None:
+            await a.freshness.wait_fresh()
+            seen.append(service_ids(a))
+
+        with barrier.writing():  # as if a's writer were committing a batch when the request arrived
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(request)
+                await trio.sleep(0.05)  # the request has joined the round
+                assert not seen
+                ours = await create_service(a)  # its txn takes the round and reads the heads as it commits
+        assert seen and {theirs["id"], ours["id"]} <= seen[0]
+        assert barrier.ridden == ridden + 1 and a.cluster.etcd.requests.get("kv/range", 0) == reads
+        exposition = generate_latest(a.metrics.registry).decode()
+        assert f'tollgate_cluster_read_barrier_rounds_total{{answer="write txn"}} {float(barrier.ridden)}' in exposition

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import trio
+import trio.testing
 
 from controller.cluster import ReadIndexBarrier
-from controller.cluster.freshness import CURRENT_RETRY
+from controller.cluster.freshness import CURRENT_RETRY, RIDE_WAIT
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.position import ReplicaPosition
 from controller.etcd import EtcdError, KeyValue, RangeResult
@@ -81,3 +82,73 @@ async def test_adopting_waits_for_a_quorum_read_where_a_request_settles_for_the_
         await adopted.wait()
         assert waited == [0.9]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_round_waiting_while_the_writer_commits_is_answered_by_its_txn(
+        autojump_clock: trio.abc.Clock) -> None:
+    etcd, replica = Etcd(failures=0, head=7), Replica(applied=5)
+    barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]  # a stub etcd
+    assert barrier.ride() is None  # nobody waiting: nothing to answer
+    answered: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(barrier.run)
+        with barrier.writing():
+            start = trio.current_time()
+            nursery.start_soon(fresh, barrier, answered)
+            await trio.sleep(0.01)
+            ride = barrier.ride()  # the writer sends a txn: it takes the waiting round
+            assert ride is not None and barrier.ride() is None
+            await trio.sleep(0.01)
+            ride({KEYS.head: 9})  # committed; the request waits for the replica to hold what the txn read
+            await trio.sleep(0.01)
+            assert not answered
+            replica.move_to(9)
+            await trio.sleep(0.01)
+        assert answered == [start + 0.03] and etcd.reads == 0
+        assert (barrier.ridden, barrier.rounds) == (1, 0)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_round_whose_txn_did_not_commit_waits_for_the_barriers_next_read(
+        autojump_clock: trio.abc.Clock) -> None:
+    etcd, replica = Etcd(failures=0, head=7), Replica(applied=7)
+    barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]  # a stub etcd
+    answered: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(barrier.run)
+        with barrier.writing():
+            start = trio.current_time()
+            nursery.start_soon(fresh, barrier, answered)
+            await trio.sleep(0.01)
+            ride = barrier.ride()
+            assert ride is not None
+            nursery.start_soon(fresh, barrier, answered)  # a later request, in the next round
+            await trio.sleep(0.01)
+            ride(None)  # the txn met another write: the round goes back to the barrier
+            await trio.sleep(0.01)
+            assert not answered and etcd.reads == 0  # the writer is still committing: its next txn may answer
+        await trio.testing.wait_all_tasks_blocked()
+        assert answered == [start + 0.03, start + 0.03] and etcd.reads == 1  # one read for both, once it ended
+        assert (barrier.ridden, barrier.rounds) == (0, 1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_barrier_reads_once_the_writer_committed_for_longer_than_the_ride_wait(
+        autojump_clock: trio.abc.Clock) -> None:
+    etcd, replica = Etcd(failures=0, head=7), Replica(applied=7)
+    barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]  # a stub etcd
+    answered: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(barrier.run)
+        with barrier.writing():
+            start = trio.current_time()
+            await fresh(barrier, answered)  # the writer sends no txn meanwhile
+        assert answered == [start + RIDE_WAIT] and etcd.reads == 1
+        await fresh(barrier, answered)  # nobody writing: read at once
+        assert answered[1] == start + RIDE_WAIT and etcd.reads == 2
+        nursery.cancel_scope.cancel()
+
+
+async def fresh(barrier: ReadIndexBarrier, answered: list[float]) -> None:
+    await barrier.wait_fresh()
+    answered.append(trio.current_time())
