@@ -16,8 +16,6 @@ import time
 from quart import Blueprint, Response, g, request
 from quart_trio import QuartTrio
 
-from controller.cluster.call_signing import SIGNATURE_HEADER
-from controller.cluster.forwarding import FORWARD_PATH, RoutedPosture
 from controller.data.freshness import AlwaysFresh
 from controller.errors import ApiError
 from controller.runtime.composition import VERSION, Controller
@@ -25,6 +23,7 @@ from web.client_certs import TlsExtension
 from web.console import console_blueprint
 from web.error_handlers import install_error_handlers, render_error
 from web.guards import bring_ext_jwt_factor
+from web.internal_channel import InternalChannel
 from web.legacy_paths import LegacyPaths
 from web.route_table import Routes
 from web.routes.resource_routes import register_resource_routes
@@ -63,6 +62,11 @@ def create_app(controller: Controller) -> QuartTrio:
     app = QuartTrio("tollgate")
     # Quart's documented middleware hook: __call__ goes through asgi_app, so the test client passes these too.
     app.asgi_app = LegacyPaths(TlsExtension(app.asgi_app), CLIENT_BASE)  # type: ignore[method-assign]
+    router = controller.cluster.router if controller.cluster is not None else None
+    if router is not None:  # a cluster node: the calls other nodes forward are answered before the app
+        app.asgi_app = InternalChannel(  # type: ignore[method-assign]
+            app.asgi_app, router, max_body=controller.settings.max_body_bytes,
+            read_timeout=controller.settings.read_timeout, metrics=controller.metrics)
     app.url_rule_class = LazyBuilderRule
     app.config["MAX_CONTENT_LENGTH"] = controller.settings.max_body_bytes
     # A body that stops arriving for this long is answered 408 (see hypercorn_config in
@@ -93,10 +97,10 @@ def create_app(controller: Controller) -> QuartTrio:
         @app.before_request
         async def fresh() -> None:
             # After the size check above (hooks run in registration order), before anything reads: in a cluster,
-            # the node's replica then holds every write acknowledged anywhere before this request arrived. A
-            # forwarded call instead waits for the revision its sender names (RoutedPosture.serve).
-            if request.path != FORWARD_PATH:
-                await freshness.wait_fresh()
+            # the node's replica then holds every write acknowledged anywhere before this request arrived. (A
+            # forwarded call never gets here: web/internal_channel.py answers it, once the revision its sender
+            # names is applied.)
+            await freshness.wait_fresh()
 
     @app.before_request
     async def external_jwt_factor() -> None:
@@ -144,22 +148,5 @@ def create_app(controller: Controller) -> QuartTrio:
     app.register_blueprint(management)
     app.register_blueprint(client)
     app.register_blueprint(console_blueprint(controller))
-    if controller.cluster is not None and controller.cluster.router is not None:
-        app.register_blueprint(_forwarding_blueprint(controller.cluster.router))
     return app
 
-
-def _forwarding_blueprint(router: RoutedPosture) -> Blueprint:
-    """The cluster's internal channel: identity-actor calls forwarded by the other nodes of the network
-    (``controller/cluster/forwarding.py``). Not part of either API (no OpenAPI operation, no session): a request
-    not signed by a node of the network is refused before anything is read from it."""
-    internal = Blueprint("internal", __name__)
-
-    async def forwarded() -> Response:
-        body = await request.get_data(cache=False, as_text=False)
-        assert isinstance(body, bytes)
-        status, answer = await router.serve(request.headers.get(SIGNATURE_HEADER), body)
-        return Response(answer, status=status, content_type="application/json")
-
-    internal.add_url_rule(FORWARD_PATH, "forwarded", forwarded, methods=["POST"])
-    return internal
