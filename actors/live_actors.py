@@ -158,6 +158,9 @@ class ActorRegistry(Generic[S, M]):
         self.spawned = 0
         self.crashed = 0
         self.handled = 0
+        # Called after each step of any actor: the runtime's garbage-collection policy counts them, since a step
+        # replaces a long-lived state with a new one, which CPython's own allocation count does not see.
+        self.after_step: Callable[[], None] | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Host the actors and the scheduler until cancelled."""
@@ -318,6 +321,9 @@ class ActorRegistry(Generic[S, M]):
                     raise
                 self.handled += len(messages)
                 self._set_deadline(key, actor, behavior.next_deadline(actor.state))
+                after_step = self.after_step
+                if after_step is not None:
+                    after_step()
         except Exception as exc:
             # The actor boundary: one identity's failure must not take down the others.
             self.crashed += 1

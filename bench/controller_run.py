@@ -67,7 +67,7 @@ async def running_controller(data_dir: Path, *, worker_threads: bool = True, dur
     controller = Controller.open(_settings(data_dir, worker_threads=worker_threads, durable=durable, events=events,
                                             admin_password=admin_password))
     try:
-        with memory.runtime_policy(young_steps):
+        with memory.runtime_policy(controller.engine.actors, young_steps):
             async with trio.open_nursery() as services:
                 await start_services(controller, services)
                 memory.settle()

@@ -1,4 +1,4 @@
-"""Scenario ``gc``: what collecting the young generation every few task steps changes
+"""Scenario ``gc``: what collecting the young generation every few actor steps changes
 (:class:`controller.runtime.memory.YoungCollections`), each workload run with it and without it, interleaved.
 
 Two workloads, both of which replace long-lived (frozen) actor state with new objects, one freed for each allocated:
@@ -38,7 +38,7 @@ __all__ = ["COLUMNS", "run"]
 COLUMNS = ["workload", "young collections", "decision p99 ms", "msg/s", "longest collection ms",
            "collections ms", "CPU s", "rounds"]
 PAUSE_LIMIT_MS = 50.0
-_WITH = f"every {memory.YOUNG_STEPS} task steps"
+_WITH = f"every {memory.YOUNG_STEPS} actor steps"
 _SIDES: dict[str, int | None] = {_WITH: memory.YOUNG_STEPS, "CPython's only": None}
 _FULL = (3, 20_000)  # rounds, identities re-checked
 _QUICK = (1, 500)

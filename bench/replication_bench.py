@@ -68,7 +68,7 @@ async def running_node(endpoints: Sequence[str], data_dir: Path, *, prefix: str 
         await node.join(data_dir / "pki", (), settings.server_key_type)
         controller = Controller.open(settings, node=node)
         try:
-            with memory.runtime_policy():
+            with memory.runtime_policy(controller.engine.actors):
                 async with trio.open_nursery() as services:
                     await start_services(controller, services)
                     memory.settle()

@@ -41,9 +41,11 @@ The policy, in four parts:
    freed for each allocated, so the count stays flat while the young generation keeps every new object. A wave of
    re-checks over a large network would fill it with every re-checked identity's new objects before any collection
    came, and the one that finally came (then each older generation's, as the objects moved up) would stall the loop
-   for as long as the wave's population takes to traverse, long enough for a cluster node to lose its lease. A Trio
-   instrument therefore collects (the generation CPython would pick) after :data:`YOUNG_STEPS` task steps without
-   a collection.
+   for as long as the wave's population takes to traverse, long enough for a cluster node to lose its lease. The
+   actors' steps are therefore counted where they happen (the registry calls :meth:`YoungCollections.stepped` after
+   each), and after :data:`YOUNG_STEPS` of them without a collection, the generation CPython would pick is
+   collected. Counting actor steps rather than every task step leaves the rest of the work (serving HTTP, which
+   frees what it allocates) to CPython's own count, so the young collections come only as often as actors churn.
 
 What the collector traverses under load is mostly what in-flight work holds: at saturation every actor step waits
 for the group commit, and each collection walks those waiting steps. Sampling the generations showed about 65 tracked
@@ -60,23 +62,28 @@ from __future__ import annotations
 import gc
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-import trio
-
-__all__ = ["YOUNG_STEPS", "GcMonitor", "GcPolicy", "PauseStatistics", "YoungCollections", "collect_frozen",
-           "runtime_policy", "settle"]
+__all__ = ["YOUNG_STEPS", "GcMonitor", "GcPolicy", "PauseStatistics", "StepCounted", "YoungCollections",
+           "collect_frozen", "runtime_policy", "settle"]
 
 # A collection traverses about 0.5 µs per object on these machines under load (the young generations included),
 # so threshold1 = threshold2 = 5 instead of 10 and threshold0 = 1000: the middle generation stays under ~6k objects
 # (a few ms) and a full collection of what is not frozen under ~40k (~20 ms).
 THRESHOLDS = (1000, 5, 5)
-YOUNG_STEPS = 128
-"""Task steps after which :class:`YoungCollections` collects if CPython has not: an actor step keeps about eight
-new container objects, so the young generation stays near ``threshold0`` however many objects the steps free."""
+YOUNG_STEPS = 32
+"""Actor steps after which :class:`YoungCollections` collects if CPython has not. An actor step keeps about eight
+new container objects, and a full collection comes after every ``threshold1 * threshold2`` (25) young ones, so it
+then traverses the survivors of about 800 steps (some 7,000 unfrozen objects) however fast the actors churn."""
+
+
+class StepCounted(Protocol):
+    """The actors whose steps :class:`YoungCollections` counts (:class:`actors.live_actors.ActorRegistry`)."""
+
+    after_step: Callable[[], None] | None
 
 
 def settle() -> int:
@@ -190,31 +197,33 @@ class GcPolicy:
             self.refreezes += 1
 
 
-class YoungCollections(trio.abc.Instrument):
-    """A Trio instrument that collects after ``steps`` task steps in which no collection ran (part 4 of the module
-    docstring): the generation CPython itself would pick, the oldest whose count passed its threshold, or the
-    youngest. Any collection, CPython's own included, starts the count again."""
+class YoungCollections:
+    """Collects after ``steps`` actor steps in which no collection ran (part 4 of the module docstring): the
+    generation CPython itself would pick, the oldest whose count passed its threshold, or the youngest. Any
+    collection, CPython's own included, starts the count again."""
 
-    def __init__(self, steps: int = YOUNG_STEPS) -> None:
+    def __init__(self, actors: StepCounted, steps: int = YOUNG_STEPS) -> None:
         self.steps = steps
+        self._actors = actors
         self._left = steps
         self._installed = False
 
     def install(self) -> YoungCollections:
-        """Install in the running Trio loop (and count every collection of the process)."""
+        """Count the actors' steps (and every collection of the process)."""
         if not self._installed:
             self._installed = True
             gc.callbacks.append(self._collected)
-            trio.lowlevel.add_instrument(self)
+            self._actors.after_step = self.stepped
         return self
 
     def uninstall(self) -> None:
         if self._installed:
             self._installed = False
             gc.callbacks.remove(self._collected)
-            trio.lowlevel.remove_instrument(self)
+            self._actors.after_step = None
 
-    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+    def stepped(self) -> None:
+        """One actor step more."""
         self._left -= 1
         if self._left <= 0 and gc.isenabled():
             gc.collect(_due_generation())  # resets the count through _collected
@@ -237,15 +246,14 @@ def _due_generation() -> int:
 
 
 @contextmanager
-def runtime_policy(young_steps: int | None = YOUNG_STEPS) -> Iterator[GcPolicy]:
+def runtime_policy(actors: StepCounted, young_steps: int | None = YOUNG_STEPS) -> Iterator[GcPolicy]:
     """The process settings a running controller needs, restored on exit: the :class:`GcPolicy`,
-    :class:`YoungCollections` every ``young_steps`` task steps (so it must be entered inside a Trio run; None: none,
-    what the ``gc`` benchmark compares with), and a GIL switch interval of 0.5 ms. The commit thread holds the GIL
-    for up to the switch interval (5 ms by default) whenever it runs Python; a shorter interval hands the lock back to
-    the event loop sooner, which bounds the latency a commit adds, and lets the commit thread in sooner when the event
-    loop is the busy one."""
+    :class:`YoungCollections` every ``young_steps`` steps of ``actors`` (None: none, what the ``gc`` benchmark
+    compares with), and a GIL switch interval of 0.5 ms. The commit thread holds the GIL for up to the switch interval
+    (5 ms by default) whenever it runs Python; a shorter interval hands the lock back to the event loop sooner, which
+    bounds the latency a commit adds, and lets the commit thread in sooner when the event loop is the busy one."""
     policy = GcPolicy().install()
-    young = YoungCollections(young_steps).install() if young_steps is not None else None
+    young = YoungCollections(actors, young_steps).install() if young_steps is not None else None
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)
     try:

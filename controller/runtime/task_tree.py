@@ -175,7 +175,7 @@ async def _serve_node(settings: Settings, node: ClusterNode | None,
     controller = Controller.open(settings, node=node)
     pki = controller.pki if settings.tls else None
     try:
-        with memory.runtime_policy():
+        with memory.runtime_policy(controller.engine.actors):
             async with trio.open_nursery() as services:
                 result = await start_services(controller, services)
                 if result.generated_password is not None:
