@@ -4,8 +4,8 @@ Identity-actor calls that the other nodes of the network forward (``controller/c
 ``POST`` :data:`~controller.cluster.forwarding.FORWARD_PATH` on the node's own listener. They belong to neither API:
 no session, no OpenAPI operation, no read barrier (a call names the revision its sender reached, and the owner waits
 for that instead), no access-log line. So this ASGI middleware answers them itself, and every other request goes on
-to the application unchanged. On two nodes about a third of the requests a node serves are such calls; the
-application's per-request work (its request context, hooks, routing and response object) is the part they skip.
+to the application unchanged: a forwarded call skips the application's per-request work (its request context, hooks,
+routing and response object), and a node serves one for each posture report that reached another node first.
 
 The body is read with the application's own bounds (at most ``max_body`` bytes, each part within ``read_timeout``
 seconds); the router verifies the signature over it before anything is decoded. The answer is the router's status

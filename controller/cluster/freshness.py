@@ -18,8 +18,8 @@ A write txn answers a round as well as a quorum read does: every replicated txn 
 ride`): committed, its heads answer that round's requests, which all arrived before it was sent; not committed, the
 round goes back to wait for the barrier's next read. While the writer is committing a batch (:meth:`ReadIndexBarrier.
 writing`), the barrier holds its own read back, at most :data:`RIDE_WAIT`, for the writer's next txn to take the round:
-under a write load (every posture report is one) most rounds then ride on txns the node sends anyway, and etcd is
-asked one quorum operation where it was asked two. The rounds' answers are as fresh either way; only the cost moves.
+under a write load (every posture report is one) some rounds ride on txns the node sends anyway, and those held back
+gather more requests each, so etcd is sent fewer quorum reads. The rounds' answers are as fresh either way.
 
 A request another node forwarded already passed that node's barrier: it names a revision up to which a replica must
 have applied everything to hold what that node's replica held (:attr:`ReadIndexBarrier.position`), and
