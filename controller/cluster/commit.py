@@ -28,7 +28,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Protocol
 
 import lmdb
@@ -79,7 +79,7 @@ class ReplicatedCommit:
     """The :class:`~controller.data.commit_step.CommitStep` of a cluster node over its replica ``local``."""
 
     def __init__(self, local: LocalReplica, etcd: EtcdClient, keys: NetworkKeys, *, node: str, limits: Limits,
-                 owned_kinds: frozenset[str] = frozenset(), barrier: Rides | None = None) -> None:
+                 barrier: Rides, owned_kinds: frozenset[str] = frozenset()) -> None:
         """``barrier``: the node's read barrier, whose waiting requests the heads each txn reads answer."""
         self._local = local
         self._barrier = barrier
@@ -113,7 +113,7 @@ class ReplicatedCommit:
 
     async def commit(self, batch: Sequence[Queued], answer: Answer) -> None:
         # Shielded: a batch taken from the queue is carried through (its deadline bounds it) and answered.
-        with trio.CancelScope(shield=True), self._barrier.writing() if self._barrier is not None else nullcontext():
+        with trio.CancelScope(shield=True), self._barrier.writing():
             await self._commit(batch, answer)
 
     async def _commit(self, batch: Sequence[Queued], answer: Answer) -> None:
@@ -229,7 +229,7 @@ class ReplicatedCommit:
     async def _send(self, head_key: bytes, ops: Sequence[Op], at: int, head_value: HeadValue,
                     guards: Sequence[Compare], deadline: float) -> GuardedResult:
         """One guarded txn (:func:`send_guarded`), which answers the read barrier's waiting round if it commits."""
-        ride = self._barrier.ride() if self._barrier is not None else None
+        ride = self._barrier.ride()
         result: GuardedResult | None = None
         try:
             result = await send_guarded(self._etcd, self._keys, head_key, ops, at, head_value, guards, deadline)

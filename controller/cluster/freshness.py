@@ -116,7 +116,6 @@ class ReadIndexBarrier:
         if not self._next.waiting:
             return None
         round_, self._next = self._next, _Round()
-        self.ridden += 1
         return functools.partial(self._ridden, round_)
 
     @contextlib.contextmanager
@@ -139,9 +138,9 @@ class ReadIndexBarrier:
 
     def _ridden(self, round_: _Round, heads: dict[bytes, int] | None) -> None:
         if heads is not None:
+            self.ridden += 1
             round_.answer(heads)
             return
-        self.ridden -= 1
         self._next.followers.append(round_)
         self._next.waiting += round_.waiting
         self._wanted.unpark()

@@ -159,7 +159,7 @@ class ClusterNode:
         # under its fences, from what its actor holds.
         self.freshness = ReadIndexBarrier(self.etcd, self.keys, self.local)
         self.commit = ReplicatedCommit(self.local, self.etcd, self.keys, node=name, limits=self.config.limits,
-                                       owned_kinds=frozenset({STATE_KIND}), barrier=self.freshness)
+                                       barrier=self.freshness, owned_kinds=frozenset({STATE_KIND}))
         self.replica = ReplicaService(self.etcd, self.keys, self.local, layouts, durable=synced)
         self.ownership = ShardOwnership(self.etcd, self.keys, self.membership, self.freshness)
         return store

@@ -3,7 +3,9 @@ answer at first: a request settles for the replica as it is, adopting a shard do
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -57,12 +59,42 @@ class Replica:
         """Nothing to restart: this replica has no watch."""
 
 
-async def test_adopting_waits_for_a_quorum_read_where_a_request_settles_for_the_replica(
-        autojump_clock: trio.abc.Clock) -> None:
-    etcd, replica = Etcd(failures=3, head=7), Replica(applied=5)
+@dataclass
+class Running:
+    """A barrier serving over the stubs, and the instants at which the requests made through it were answered."""
+
+    etcd: Etcd
+    replica: Replica
+    barrier: ReadIndexBarrier
+    nursery: trio.Nursery
+    answered: list[float] = field(default_factory=list)
+
+    def arrives(self) -> None:
+        """A request arrives now and waits to be fresh in a task of its own."""
+        self.nursery.start_soon(self.fresh)
+
+    async def fresh(self) -> None:
+        """A request waits to be fresh here."""
+        await self.barrier.wait_fresh()
+        self.answered.append(trio.current_time())
+
+
+@asynccontextmanager
+async def running(*, failures: int = 0, applied: int = 7) -> AsyncIterator[Running]:
+    """The barrier's service running over an etcd that fails ``failures`` reads, then finds the head at 7, and a
+    replica at ``applied``."""
+    etcd, replica = Etcd(failures=failures, head=7), Replica(applied=applied)
     barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]  # a stub etcd
     async with trio.open_nursery() as nursery:
         await nursery.start(barrier.run)
+        yield Running(etcd, replica, barrier, nursery)
+        nursery.cancel_scope.cancel()
+
+
+async def test_adopting_waits_for_a_quorum_read_where_a_request_settles_for_the_replica(
+        autojump_clock: trio.abc.Clock) -> None:
+    async with running(failures=3, applied=5) as run:
+        etcd, replica, barrier = run.etcd, run.replica, run.barrier
         start = trio.current_time()
         await barrier.wait_fresh()  # etcd could not say: served from the replica as it is, at once
         assert trio.current_time() == start and etcd.reads == 1
@@ -74,81 +106,62 @@ async def test_adopting_waits_for_a_quorum_read_where_a_request_settles_for_the_
             waited.append(trio.current_time() - start)
             adopted.set()
 
-        nursery.start_soon(adopt)
+        run.nursery.start_soon(adopt)
         await trio.sleep(0.9)
         # Two more failures, CURRENT_RETRY apart, then the head at 7, which the replica has not reached.
         assert etcd.reads == 4 and not waited and 2 * CURRENT_RETRY < 0.9
         replica.move_to(7)
         await adopted.wait()
         assert waited == [0.9]
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_round_waiting_while_the_writer_commits_is_answered_by_its_txn(
         autojump_clock: trio.abc.Clock) -> None:
-    etcd, replica = Etcd(failures=0, head=7), Replica(applied=5)
-    barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]  # a stub etcd
-    assert barrier.ride() is None  # nobody waiting: nothing to answer
-    answered: list[float] = []
-    async with trio.open_nursery() as nursery:
-        await nursery.start(barrier.run)
+    async with running(applied=5) as run:
+        barrier = run.barrier
+        assert barrier.ride() is None  # nobody waiting: nothing to answer
         with barrier.writing():
             start = trio.current_time()
-            nursery.start_soon(fresh, barrier, answered)
+            run.arrives()
             await trio.sleep(0.01)
             ride = barrier.ride()  # the writer sends a txn: it takes the waiting round
             assert ride is not None and barrier.ride() is None
             await trio.sleep(0.01)
             ride({KEYS.head: 9})  # committed; the request waits for the replica to hold what the txn read
             await trio.sleep(0.01)
-            assert not answered
-            replica.move_to(9)
+            assert not run.answered
+            run.replica.move_to(9)
             await trio.sleep(0.01)
-        assert answered == [start + 0.03] and etcd.reads == 0
+        assert run.answered == [start + 0.03] and run.etcd.reads == 0
         assert (barrier.ridden, barrier.rounds) == (1, 0)
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_round_whose_txn_did_not_commit_waits_for_the_barriers_next_read(
         autojump_clock: trio.abc.Clock) -> None:
-    etcd, replica = Etcd(failures=0, head=7), Replica(applied=7)
-    barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]  # a stub etcd
-    answered: list[float] = []
-    async with trio.open_nursery() as nursery:
-        await nursery.start(barrier.run)
+    async with running() as run:
+        barrier = run.barrier
         with barrier.writing():
             start = trio.current_time()
-            nursery.start_soon(fresh, barrier, answered)
+            run.arrives()
             await trio.sleep(0.01)
             ride = barrier.ride()
             assert ride is not None
-            nursery.start_soon(fresh, barrier, answered)  # a later request, in the next round
+            run.arrives()  # a later request, in the next round
             await trio.sleep(0.01)
             ride(None)  # the txn met another write: the round goes back to the barrier
             await trio.sleep(0.01)
-            assert not answered and etcd.reads == 0  # the writer is still committing: its next txn may answer
+            assert not run.answered and run.etcd.reads == 0  # the writer is still committing: its next txn may answer
         await trio.testing.wait_all_tasks_blocked()
-        assert answered == [start + 0.03, start + 0.03] and etcd.reads == 1  # one read for both, once it ended
+        assert run.answered == [start + 0.03, start + 0.03] and run.etcd.reads == 1  # one read for both, once it ended
         assert (barrier.ridden, barrier.rounds) == (0, 1)
-        nursery.cancel_scope.cancel()
 
 
 async def test_the_barrier_reads_once_the_writer_committed_for_longer_than_the_ride_wait(
         autojump_clock: trio.abc.Clock) -> None:
-    etcd, replica = Etcd(failures=0, head=7), Replica(applied=7)
-    barrier = ReadIndexBarrier(etcd, KEYS, replica)  # type: ignore[arg-type]  # a stub etcd
-    answered: list[float] = []
-    async with trio.open_nursery() as nursery:
-        await nursery.start(barrier.run)
-        with barrier.writing():
+    async with running() as run:
+        with run.barrier.writing():
             start = trio.current_time()
-            await fresh(barrier, answered)  # the writer sends no txn meanwhile
-        assert answered == [start + RIDE_WAIT] and etcd.reads == 1
-        await fresh(barrier, answered)  # nobody writing: read at once
-        assert answered[1] == start + RIDE_WAIT and etcd.reads == 2
-        nursery.cancel_scope.cancel()
-
-
-async def fresh(barrier: ReadIndexBarrier, answered: list[float]) -> None:
-    await barrier.wait_fresh()
-    answered.append(trio.current_time())
+            await run.fresh()  # the writer sends no txn meanwhile
+        assert run.answered == [start + RIDE_WAIT] and run.etcd.reads == 1
+        await run.fresh()  # nobody writing: read at once
+        assert run.answered[1] == start + RIDE_WAIT and run.etcd.reads == 2
