@@ -6,9 +6,9 @@ and failures to typed values and exceptions (``Unavailable``, ``OutcomeUnknown``
 request limits. It knows nothing of Tollgate's resources, store or actors: cluster mode builds on it.
 
 Layout: ``model`` (the values), ``errors`` (the exceptions), ``bodies`` and ``answers`` (the JSON gateway both
-ways, plain functions), ``transport`` (members, deadlines, retries), ``connection`` (keep-alive HTTP/1.1 connections for
-unary calls, and their pool), ``stream`` (a watch's HTTP stream, line by line), ``client``, ``watch`` and ``lease`` (the
-async shell).
+ways, plain functions), ``transport`` (members, deadlines, retries), ``routing`` (which member leads: where writes
+and linearizable reads go), ``connection`` (keep-alive HTTP/1.1 connections for unary calls, and their pool),
+``stream`` (a watch's HTTP stream, line by line), ``client``, ``watch`` and ``lease`` (the async shell).
 
 May import: the standard library, trio, h11 and msgspec. Nothing else of the project (an import-linter
 contract holds it to that).

@@ -1,6 +1,9 @@
 """The etcd client: the key-value store, txns, leases, compaction, cluster membership and watches, over etcd's JSON
 gateway (``/v3/...``) on Trio.
 
+Requests that need the leader (writes, linearizable reads) go to the member that leads, if it is one of the
+endpoints (``controller/etcd/routing.py``); the others go to whichever member requests go to now.
+
 Every call either returns etcd's answer or raises an ``EtcdError`` within the client's ``request_timeout`` (a Trio
 deadline; a caller that needs a shorter bound puts the call in its own cancel scope, and must then count a write it
 cancelled as one of unknown outcome). Which errors a caller may retry:
@@ -14,8 +17,11 @@ cancelled as one of unknown outcome). Which errors a caller may retry:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from types import TracebackType
+
+import trio
 
 from controller.etcd.answers import (
     decode,
@@ -36,6 +42,7 @@ from controller.etcd.bodies import (
     range_body,
     txn_body,
 )
+from controller.etcd.errors import Unavailable
 from controller.etcd.model import (
     Bytes,
     Compare,
@@ -54,6 +61,7 @@ from controller.etcd.model import (
     RangeResult,
     TxnResult,
 )
+from controller.etcd.routing import ROUTE_WITHIN, LeaderRoute
 from controller.etcd.transport import TlsFiles, Transport
 from controller.etcd.watch import Watch
 
@@ -74,6 +82,7 @@ class EtcdClient:
         self.max_request_bytes = max_request_bytes
         self._transport = Transport(endpoints, tls=tls, connect_timeout=connect_timeout,
                                     max_connections=max_connections)
+        self._route = LeaderRoute()
         self.requests: dict[str, int] = {}
         """Requests sent, by call (``kv/range``, ``kv/txn``, ``lease/keepalive``...; a range or txn that only reads
         a member's own view ends in ``-serializable``, a txn that only reads in ``-read``): what the metrics show."""
@@ -99,11 +108,34 @@ class EtcdClient:
 
     async def _call(self, path: str, body: dict[str, object], *, write: bool, needs_leader: bool = True,
                     only: str | None = None, call: str | None = None) -> bytes:
+        if needs_leader and only is None and self._route.due(self._transport.current):
+            await self._find_leader()
         name = call or path.removeprefix("/v3/")
         self.requests[name] = self.requests.get(name, 0) + 1
         return await self._transport.call(path, encode(body, max_bytes=self.max_request_bytes),
                                           within=self.request_timeout, write=write, needs_leader=needs_leader,
                                           only=only)
+
+    async def _find_leader(self) -> None:
+        """Send requests to the endpoint that leads, if one does (``controller/etcd/routing.py``): ask the members'
+        status, the current one first, until the one that answers is the leader; each within :data:`ROUTE_WITHIN`."""
+        route = self._route
+        route.choosing = True
+        try:
+            leader = 0
+            for endpoint in self._transport.in_order():
+                status = None
+                # A member down, cut off or silent is not the one to send to: ask the next.
+                with trio.move_on_after(ROUTE_WITHIN), contextlib.suppress(Unavailable):
+                    status = await self.status(endpoint)
+                if status is None:
+                    continue
+                leads, leader = route.leads(status, leader)
+                if leads:
+                    self._transport.prefer(endpoint)
+                    break
+        finally:
+            route.chosen(self._transport.current)
 
     # -- key-value ------------------------------------------------------------------------------------------------
 
@@ -117,7 +149,9 @@ class EtcdClient:
         request = Range(key, range_end, prefix, revision, limit, serializable, keys_only, count_only)
         answer = await self._call("/v3/kv/range", range_body(request), write=False, needs_leader=not serializable,
                                   call="kv/range-serializable" if serializable else None)
-        return decode(answer, RangeResult)
+        result = decode(answer, RangeResult)
+        self._route.saw(result.header)
+        return result
 
     async def get(self, key: Bytes, *, revision: int = 0, serializable: bool = False) -> KeyValue | None:
         """One key, or None if it does not exist."""
@@ -127,7 +161,9 @@ class EtcdClient:
     async def put(self, key: Bytes, value: Bytes, *, lease: int = 0, prev_kv: bool = False) -> PutResult:
         """Set a key (attached to ``lease`` unless 0). LeaseNotFound if the lease does not exist."""
         answer = await self._call("/v3/kv/put", put_body(Put(key, value, lease, prev_kv)), write=True)
-        return decode(answer, PutResult)
+        result = decode(answer, PutResult)
+        self._route.saw(result.header)
+        return result
 
     async def delete_range(self, key: Bytes, range_end: Bytes | None = None, *, prefix: bool = False,
                            prev_kv: bool = False) -> DeleteResult:
@@ -148,7 +184,9 @@ class EtcdClient:
         body = txn_body(compare, success, failure, max_ops=self.max_txn_ops)
         kind = "kv/txn" if write else "kv/txn-serializable" if serializable else "kv/txn-read"
         answer = await self._call("/v3/kv/txn", body, write=write, needs_leader=not serializable, call=kind)
-        return decode_txn(answer)
+        result = decode_txn(answer)
+        self._route.saw(result.header)
+        return result
 
     async def compact(self, revision: int, *, physical: bool = False) -> Header:
         """Drop the history before ``revision``; with ``physical``, return only once every member has.

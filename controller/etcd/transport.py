@@ -70,6 +70,14 @@ class Transport:
         """The member requests go to now."""
         return self.endpoints[self._current]
 
+    def in_order(self) -> list[str]:
+        """Every member, the current one first, then the ones the rotation would reach next."""
+        return [self.endpoints[(self._current + step) % len(self.endpoints)] for step in range(len(self.endpoints))]
+
+    def prefer(self, endpoint: str) -> None:
+        """Send requests to ``endpoint`` (one of the members) from now on."""
+        self._current = self.endpoints.index(endpoint)
+
     def rotate(self, failed: str) -> None:
         """Move on from ``failed``, unless another request already did."""
         if self.endpoints[self._current] == failed:
