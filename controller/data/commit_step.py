@@ -49,7 +49,7 @@ class ConditionFailed(Exception):
 
 class CommitStep(Protocol):
     """How the writer makes batches durable. The writer calls :meth:`attach` once, then, inside :meth:`serving`,
-    :meth:`commit` for one batch at a time from its own task."""
+    :meth:`gather` and :meth:`commit` for one batch at a time from its own task."""
 
     def attach(self, wake: Callable[[], None]) -> None:
         """``wake()`` makes the writer call :meth:`commit` soon, with an empty batch if nothing is queued: a step
@@ -57,6 +57,10 @@ class CommitStep(Protocol):
 
     def serving(self) -> AbstractAsyncContextManager[None]:
         """The span in which batches are committed (the writer's whole run)."""
+
+    async def gather(self) -> None:
+        """Called by the writer just before it takes a batch from its queue: a step whose commits cost more per batch
+        than per write may let writes about to be queued join it first. It must not wait on time."""
 
     async def commit(self, batch: Sequence[Queued], answer: Answer) -> None:
         """Run ``batch``'s mutations in order and make what they wrote durable, then call ``answer`` exactly once

@@ -6,8 +6,9 @@ One writer task owns the write side of the store. It takes what is queued since 
 ``controller/data/local_commit.py``, where the measurements behind that split are), and then wakes each caller with
 its own outcome. Throughput grows with concurrency, and a caller is woken only once its write is durable.
 
-A batch is what was queued when it started: writes that arrive while it runs wait for the next commit, so the first
-caller's wait is bounded by the queue at that moment. ``in_thread=False`` (the virtual-clock tests) caps a batch at
+A batch is what was queued when it started (after the commit step's ``gather``, which a cluster node uses to let
+writes about to be queued join it): writes that arrive while it runs wait for the next commit, so the first caller's
+wait is bounded by the queue at that moment. ``in_thread=False`` (the virtual-clock tests) caps a batch at
 :data:`INLINE_BATCH`, since an inline commit holds the loop for its fsync.
 """
 
@@ -103,6 +104,7 @@ class Writer:
         async with self._step.serving():
             task_status.started()
             async for first in self._receive:
+                await self._step.gather()
                 # What is queued now; what arrives while this batch runs waits for the next commit.
                 batch = self._take(first)
                 await self._step.commit(batch, functools.partial(self._answer, batch))

@@ -74,6 +74,9 @@ class LocalCommit:
                     with trio.CancelScope(shield=True):
                         await thread.call(abort_quietly, opened[1])
 
+    async def gather(self) -> None:
+        """Nothing: a batch takes what is queued (its fsync runs off the loop, and writes queue meanwhile)."""
+
     async def commit(self, batch: Sequence[Queued], answer: Answer) -> None:
         mutations = [queued.mutation for queued in batch]
         for queued in batch:
