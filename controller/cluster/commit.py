@@ -34,7 +34,7 @@ from typing import Protocol
 import lmdb
 import trio
 
-from controller.cluster.freshness import Ride
+from controller.cluster.freshness import Ride, busy, give_turns
 from controller.cluster.head_txns import Committed, Conflict, GuardedResult, Refused, fence, send_guarded
 from controller.cluster.keys import HeadValue, NetworkKeys
 from controller.cluster.local_replica import LOST, LocalReplica
@@ -47,14 +47,12 @@ from controller.etcd import Compare, Delete, EtcdClient, Op, OutcomeUnknown, Put
 from storage.batch import Outcome
 from storage.store import WriteTxn
 
-__all__ = ["GATHER_PASSES", "PROBE_DEADLINE", "WRITE_DEADLINE", "ReplicatedCommit"]
+__all__ = ["PROBE_DEADLINE", "WRITE_DEADLINE", "ReplicatedCommit"]
 
 log = logging.getLogger("tollgate.cluster")
 
 WRITE_DEADLINE = 3.5
 """Seconds a batch may take to reach etcd (an election included) before its callers are answered 503."""
-GATHER_PASSES = 8
-"""Scheduler turns the writer gives runnable tasks before it takes a batch (:meth:`ReplicatedCommit.gather`)."""
 PROBE_DEADLINE = 1.0
 """The deadline of a batch right after one that found etcd unavailable: callers queued meanwhile are answered
 within the same bound as the ones before them."""
@@ -114,18 +112,18 @@ class ReplicatedCommit:
         return self._local.serving()
 
     async def gather(self) -> None:
-        """Before the writer takes a batch: if any other task is runnable, give the runnable tasks
-        :data:`GATHER_PASSES` turns first, so that the writes they are about to queue join the batch (a posture
-        report's write is queued a few task steps after its request is read: handler, actor). Each batch is an etcd
-        txn, replicated, fsynced and watched by every node, so fewer and fuller txns leave etcd's members and the
-        nodes more of the machine. With nothing else runnable a lone write waits for nothing. The read barrier holds
-        its read back meanwhile, as while a batch commits, for the batch's txn to answer it."""
-        if trio.lowlevel.current_statistics().tasks_runnable == 0:
+        """Before the writer takes a batch: if any other task is runnable, give the runnable tasks their turns first
+        (:func:`~controller.cluster.freshness.give_turns`), so that the writes they are about to queue join the
+        batch (a posture report's write is queued a few task steps after its request is read: handler, actor).
+        Each batch is an etcd txn, replicated, fsynced and watched by every node, so fewer and fuller txns leave
+        etcd's members and the nodes more of the machine. With nothing else runnable a lone write waits for
+        nothing. The read barrier holds its read back meanwhile, as while a batch commits, for the batch's txn to
+        answer it."""
+        if not busy():
             return
         # Shielded: the writer has taken the batch's first write from its queue, and a batch taken is carried through.
         with trio.CancelScope(shield=True), self._barrier.writing():
-            for _ in range(GATHER_PASSES):
-                await trio.lowlevel.checkpoint()
+            await give_turns()
 
     async def commit(self, batch: Sequence[Queued], answer: Answer) -> None:
         # Shielded: a batch taken from the queue is carried through (its deadline bounds it) and answered.

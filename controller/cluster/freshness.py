@@ -42,7 +42,7 @@ from controller.cluster.local_replica import KICK_AFTER
 from controller.cluster.position import ReplicaPosition
 from controller.etcd import EtcdClient, EtcdError
 
-__all__ = ["RIDE_WAIT", "STALE_READ_WAIT", "ReadIndexBarrier", "Ride"]
+__all__ = ["GATHER_PASSES", "RIDE_WAIT", "STALE_READ_WAIT", "ReadIndexBarrier", "Ride", "busy", "give_turns"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -51,10 +51,26 @@ CURRENT_RETRY = 0.1
 answer."""
 STALE_READ_WAIT = 0.5
 """Seconds a request waits for a quorum read that does not come back before it is served from the replica as is."""
+GATHER_PASSES = 8
+"""Scheduler turns a busy node's barrier gives the runnable tasks before it sends a quorum read, and its writer before
+it takes a batch (:func:`give_turns`)."""
 RIDE_WAIT = 0.05
 """Seconds the barrier holds its read back while the writer commits, for the writer's next txn to answer the round."""
 REPLICA_WAIT = 10.0
 """Seconds a request waits for the replica to reach a revision etcd named (the watch is restarted after a second)."""
+
+
+def busy() -> bool:
+    """Whether any other task of the run is runnable now."""
+    return trio.lowlevel.current_statistics().tasks_runnable > 0
+
+
+async def give_turns(passes: int = GATHER_PASSES) -> None:
+    """Let every runnable task run ``passes`` times before the caller goes on: what they are a few steps from doing
+    (reaching the barrier, queueing a write) is done by then. No timer: on an idle node it costs ``passes``
+    checkpoints, which is why callers first ask :func:`busy`."""
+    for _ in range(passes):
+        await trio.lowlevel.checkpoint()
 
 
 class _Round:
@@ -210,6 +226,10 @@ class ReadIndexBarrier:
             while not self._next.waiting:
                 await self._wanted.park()
             await self._wait_for_rides()
+            if busy():
+                # Requests a few task steps from the barrier (their handlers runnable) join this round rather than
+                # wait for the next: each is still answered by a read sent after it arrived.
+                await give_turns()
             if not self._next.waiting:
                 continue
             round_, self._next = self._next, _Round()

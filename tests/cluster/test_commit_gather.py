@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from controller.cluster.commit import GATHER_PASSES, ReplicatedCommit
-from controller.cluster.freshness import Ride
+from controller.cluster.commit import ReplicatedCommit
+from controller.cluster.freshness import GATHER_PASSES, Ride
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.shipments import Limits
 

@@ -8,11 +8,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
-from controller.cluster import ReadIndexBarrier
-from controller.cluster.freshness import CURRENT_RETRY, RIDE_WAIT
+from controller.cluster import ReadIndexBarrier, freshness
+from controller.cluster.freshness import CURRENT_RETRY, GATHER_PASSES, RIDE_WAIT
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.position import ReplicaPosition
 from controller.etcd import EtcdError, KeyValue, RangeResult
@@ -165,3 +166,25 @@ async def test_the_barrier_reads_once_the_writer_committed_for_longer_than_the_r
         assert run.answered == [start + RIDE_WAIT] and run.etcd.reads == 1
         await run.fresh()  # nobody writing: read at once
         assert run.answered[1] == start + RIDE_WAIT and run.etcd.reads == 2
+
+
+@pytest.mark.parametrize(("node_busy", "reads"), [(True, 1), (False, 2)])
+async def test_on_a_busy_node_requests_a_few_steps_from_the_barrier_join_the_round(
+        autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch, node_busy: bool, reads: int) -> None:
+    """On a busy node (other tasks runnable when a round is due) the barrier gives them ``GATHER_PASSES`` turns
+    before it sends the round's read: a request that reaches it within ``GATHER_PASSES - 1`` steps of its own joins
+    that round. On an idle node the read goes at once, and that request waits for the next round."""
+    monkeypatch.setattr(freshness, "busy", lambda: node_busy)
+    async with running(applied=7) as run:
+
+        async def a_few_steps_away() -> None:
+            for _ in range(GATHER_PASSES - 2):  # its start and that many checkpoints
+                await trio.lowlevel.checkpoint()
+            await run.fresh()
+
+        start = trio.current_time()
+        run.arrives()
+        run.nursery.start_soon(a_few_steps_away)
+        await trio.testing.wait_all_tasks_blocked()
+        assert run.answered == [start, start]  # turns take no time
+        assert run.etcd.reads == reads
