@@ -19,7 +19,9 @@ ride`): committed, its heads answer that round's requests, which all arrived bef
 round goes back to wait for the barrier's next read. While the writer is committing a batch (:meth:`ReadIndexBarrier.
 writing`), the barrier holds its own read back, at most :data:`RIDE_WAIT`, for the writer's next txn to take the round:
 under a write load (every posture report is one) some rounds ride on txns the node sends anyway, and those held back
-gather more requests each, so etcd is sent fewer quorum reads. The rounds' answers are as fresh either way.
+gather more requests each, so etcd is sent fewer quorum reads. On a busy node the barrier also gives the runnable
+tasks a few scheduler turns (:func:`give_turns`) before it sends a read, for requests a few steps away to join it.
+The rounds' answers are as fresh either way.
 
 A request another node forwarded already passed that node's barrier: it names a revision up to which a replica must
 have applied everything to hold what that node's replica held (:attr:`ReadIndexBarrier.position`), and
@@ -61,14 +63,16 @@ REPLICA_WAIT = 10.0
 
 
 def busy() -> bool:
-    """Whether any other task of the run is runnable now."""
+    """Whether any task waits in Trio's run queue now: a sign that the node is busy, which can miss (the tasks of the
+    turn under way that have not run yet are not in the queue); callers then just go on at once."""
     return trio.lowlevel.current_statistics().tasks_runnable > 0
 
 
 async def give_turns(passes: int = GATHER_PASSES) -> None:
-    """Let every runnable task run ``passes`` times before the caller goes on: what they are a few steps from doing
-    (reaching the barrier, queueing a write) is done by then. No timer: on an idle node it costs ``passes``
-    checkpoints, which is why callers first ask :func:`busy`."""
+    """Give the scheduler ``passes`` turns before the caller goes on: every task runnable meanwhile runs at least
+    ``passes - 1`` times, so what such tasks are a few steps from doing (reaching the barrier, queueing a write) is
+    done by then. No timer: on an idle node it costs ``passes`` checkpoints, which is why callers first ask
+    :func:`busy`."""
     for _ in range(passes):
         await trio.lowlevel.checkpoint()
 
