@@ -6,11 +6,12 @@ node's own lane head for the owner-fenced state of identity actors, within etcd'
 by looking (``commit``, ``head_txns``, ``shipments``); the replica fed by a watch of the data, rebuilt from a
 consistent read when empty or compacted (``replica``, ``local_replica``, ``replica_apply``, ``snapshot``), what it
 holds (``position``), and written without fsync under a guard naming the boot (``unsynced``); the batched read
-barrier (``freshness``); initialising the network once and its shared PKI (``network``); membership by leases
-(``membership``); identity actors sharded over the live nodes, each shard claimed under its owner's lease and every
-owner's writes fenced on it (``shards``, ``ownership``); calls for an identity routed to its owner over the signed
-internal channel (``call_signing``), and a write's re-checks awaited on every node (``forwarding``); and a node's
-parts built in order (``node``).
+barrier (``freshness``); the scheduler turns a busy node gives before a quorum read or a txn (``turns``);
+initialising the network once and its shared PKI (``network``); membership by leases (``membership``); identity
+actors sharded over the live nodes, each shard claimed under its owner's lease and every owner's writes fenced on it
+(``shards``, ``ownership``); calls for an identity routed to its owner over the signed internal channel
+(``call_signing``), and a write's re-checks awaited on every node (``forwarding``); and a node's parts built in
+order (``node``).
 
 Seams it gives the rest of the controller: the writer's commit step (:class:`ReplicatedCommit`, a
 ``controller.data.commit_step.CommitStep``), the read barrier (:class:`ReadIndexBarrier`, a

@@ -34,12 +34,13 @@ from typing import Protocol
 import lmdb
 import trio
 
-from controller.cluster.freshness import Ride, busy, give_turns
+from controller.cluster.freshness import Ride
 from controller.cluster.head_txns import Committed, Conflict, GuardedResult, Refused, fence, send_guarded
 from controller.cluster.keys import HeadValue, NetworkKeys
 from controller.cluster.local_replica import LOST, LocalReplica
 from controller.cluster.replica_apply import APPLIED_META, HEAD_META, AppliedWrite
 from controller.cluster.shipments import Limits, in_lane, merged, plan_txns, txn_ops
+from controller.cluster.turns import busy, give_turns
 from controller.data.commit_step import Answer, ConditionFailed, Queued
 from controller.data.local_commit import apply_yielding
 from controller.errors import ApiError, nested_cause
@@ -113,7 +114,7 @@ class ReplicatedCommit:
 
     async def gather(self) -> None:
         """Before the writer takes a batch: if any other task is runnable, give the runnable tasks their turns first
-        (:func:`~controller.cluster.freshness.give_turns`), so that the writes they are about to queue join the
+        (:func:`~controller.cluster.turns.give_turns`), so that the writes they are about to queue join the
         batch (a posture report's write is queued a few task steps after its request is read: handler, actor).
         Each batch is an etcd txn, replicated, fsynced and watched by every node, so fewer and fuller txns leave
         etcd's members and the nodes more of the machine. With nothing else runnable a lone write waits for

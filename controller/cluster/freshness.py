@@ -20,8 +20,8 @@ round goes back to wait for the barrier's next read. While the writer is committ
 writing`), the barrier holds its own read back, at most :data:`RIDE_WAIT`, for the writer's next txn to take the round:
 under a write load (every posture report is one) some rounds ride on txns the node sends anyway, and those held back
 gather more requests each, so etcd is sent fewer quorum reads. On a busy node the barrier also gives the runnable
-tasks a few scheduler turns (:func:`give_turns`) before it sends a read, for requests a few steps away to join it.
-The rounds' answers are as fresh either way.
+tasks a few scheduler turns (``controller/cluster/turns.py``) before it sends a read, for requests a few steps away
+to join it. The rounds' answers are as fresh either way.
 
 A request another node forwarded already passed that node's barrier: it names a revision up to which a replica must
 have applied everything to hold what that node's replica held (:attr:`ReadIndexBarrier.position`), and
@@ -42,9 +42,10 @@ from controller.cluster.head_txns import heads_of, heads_read
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.local_replica import KICK_AFTER
 from controller.cluster.position import ReplicaPosition
+from controller.cluster.turns import busy, give_turns
 from controller.etcd import EtcdClient, EtcdError
 
-__all__ = ["GATHER_PASSES", "RIDE_WAIT", "STALE_READ_WAIT", "ReadIndexBarrier", "Ride", "busy", "give_turns"]
+__all__ = ["RIDE_WAIT", "STALE_READ_WAIT", "ReadIndexBarrier", "Ride"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -53,28 +54,10 @@ CURRENT_RETRY = 0.1
 answer."""
 STALE_READ_WAIT = 0.5
 """Seconds a request waits for a quorum read that does not come back before it is served from the replica as is."""
-GATHER_PASSES = 8
-"""Scheduler turns a busy node's barrier gives the runnable tasks before it sends a quorum read, and its writer before
-it takes a batch (:func:`give_turns`)."""
 RIDE_WAIT = 0.05
 """Seconds the barrier holds its read back while the writer commits, for the writer's next txn to answer the round."""
 REPLICA_WAIT = 10.0
 """Seconds a request waits for the replica to reach a revision etcd named (the watch is restarted after a second)."""
-
-
-def busy() -> bool:
-    """Whether any task waits in Trio's run queue now: a sign that the node is busy, which can miss (the tasks of the
-    turn under way that have not run yet are not in the queue); callers then just go on at once."""
-    return trio.lowlevel.current_statistics().tasks_runnable > 0
-
-
-async def give_turns(passes: int = GATHER_PASSES) -> None:
-    """Give the scheduler ``passes`` turns before the caller goes on: every task runnable meanwhile runs at least
-    ``passes - 1`` times, so what such tasks are a few steps from doing (reaching the barrier, queueing a write) is
-    done by then. No timer: on an idle node it costs ``passes`` checkpoints, which is why callers first ask
-    :func:`busy`."""
-    for _ in range(passes):
-        await trio.lowlevel.checkpoint()
 
 
 class _Round:

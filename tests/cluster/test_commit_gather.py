@@ -13,9 +13,10 @@ import trio
 import trio.testing
 
 from controller.cluster.commit import ReplicatedCommit
-from controller.cluster.freshness import GATHER_PASSES, Ride
+from controller.cluster.freshness import Ride
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.shipments import Limits
+from controller.cluster.turns import GATHER_PASSES
 
 
 class Barrier:

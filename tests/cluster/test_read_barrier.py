@@ -13,9 +13,10 @@ import trio
 import trio.testing
 
 from controller.cluster import ReadIndexBarrier, freshness
-from controller.cluster.freshness import CURRENT_RETRY, GATHER_PASSES, RIDE_WAIT
+from controller.cluster.freshness import CURRENT_RETRY, RIDE_WAIT
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.position import ReplicaPosition
+from controller.cluster.turns import GATHER_PASSES
 from controller.etcd import EtcdError, KeyValue, RangeResult
 
 KEYS = NetworkKeys("/t/")
