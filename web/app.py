@@ -65,8 +65,7 @@ def create_app(controller: Controller) -> QuartTrio:
     router = controller.cluster.router if controller.cluster is not None else None
     if router is not None:  # a cluster node: the calls other nodes forward are answered before the app
         app.asgi_app = InternalChannel(  # type: ignore[method-assign]
-            app.asgi_app, router, max_body=controller.settings.max_body_bytes,
-            read_timeout=controller.settings.read_timeout, metrics=controller.metrics)
+            app.asgi_app, router, max_body=controller.settings.max_body_bytes, metrics=controller.metrics)
     app.url_rule_class = LazyBuilderRule
     app.config["MAX_CONTENT_LENGTH"] = controller.settings.max_body_bytes
     # A body that stops arriving for this long is answered 408 (see hypercorn_config in

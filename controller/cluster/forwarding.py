@@ -8,14 +8,15 @@ died and its lease has not expired yet, or it is being handed on), the call wait
 :attr:`RoutedPosture.within` seconds, then answers 503 ``CLUSTER_UNAVAILABLE``. An owner that lost the shard
 meanwhile answers "moved" and the call is routed again.
 
-**The internal channel.** ``POST /edge/internal/v1/posture`` on each node's own listener (its address in its membership
-record), signed (``controller/cluster/call_signing.py``): a call whose signature does not verify is refused (401)
-before anything is decoded. Over TLS the node also checks the peer's certificate against the network CA.
-A forwarded call names the revision the forwarding node's replica held when it sent it, past that node's own read
-barrier; the owner waits until its replica has applied every write up to there before it acts (no quorum read of its
-own), so it sees every write acknowledged before the client's request arrived (the login just made on the forwarding
-node, say). The state the forwarding node's own actors wrote is left out: it is of identities the owner does not
-host. The channel's connections are kept alive (``controller/etcd/connection.py``).
+**The internal channel.** A WebSocket to each other node's own listener (its address in its membership record), many
+calls in flight on each (``controller/cluster/channel.py``; ``web/internal_channel.py`` serves it). Each call is
+signed (``controller/cluster/call_signing.py``), and so is the link's opening request: a call whose signature does
+not verify is refused (401) before anything is decoded. Over TLS the node also checks the peer's certificate against
+the network CA. A forwarded call names the revision the forwarding node's replica held when it sent it, past that
+node's own read barrier; the owner waits until its replica has applied every write up to there before it acts (no
+quorum read of its own), so it sees every write acknowledged before the client's request arrived (the login just
+made on the forwarding node, say). The state the forwarding node's own actors wrote is left out: it is of identities
+the owner does not host.
 
 **Re-checks elsewhere.** A write that makes identities re-check their sessions (a policy, a posture check, an
 identity's roles) is answered once every node has: the node that committed it waits for its own actors, then sends
@@ -40,24 +41,22 @@ import msgspec
 import trio
 
 from controller.cluster import call_signing
+from controller.cluster.channel import ChannelLinks
 from controller.cluster.membership import Membership
 from controller.cluster.ownership import ShardOwnership
 from controller.cluster.shards import SHARDS, shard_of
 from controller.data.commit_step import ConditionFailed
 from controller.errors import ApiError, nested_cause
-from controller.etcd import CallBroken, ConnectFailed, ConnectionPool, split_url
 from controller.posture.service import Moved, PostureService
 from controller.posture.state import IdentityState, decode_state, encode_state
 
-__all__ = ["FORWARD_PATH", "HostedEngine", "RoutedPosture"]
+__all__ = ["HostedEngine", "RoutedPosture"]
 
 log = logging.getLogger("tollgate.cluster")
 
-FORWARD_PATH = "/edge/internal/v1/posture"  # under /edge: no legacy-path rewrite (web/legacy_paths.py)
 _MOVED = 409
 _SETTLE = "settle"  # the call that is about no one identity: re-checks of a write (RoutedPosture.recheck_elsewhere)
 _CONNECT_TIMEOUT = 1.0
-_MAX_CONNECTIONS = 64  # calls in flight to other nodes at once
 _SETTLE_RETRY = 0.5  # seconds before a holder that did not settle a write's shards is asked again
 
 
@@ -116,22 +115,17 @@ class RoutedPosture:
         self._causality = causality
         self._key = key
         self.within = within
-        self._tls = ssl.create_default_context(cadata=ca_pem.decode("ascii"))
-        self._tls.check_hostname = False  # a node is reached by whatever address it announced; the CA is checked
-        self._pool: ConnectionPool | None = None
+        tls = ssl.create_default_context(cadata=ca_pem.decode("ascii"))
+        tls.check_hostname = False  # a node is reached by whatever address it announced; the CA is checked
+        self._links = ChannelLinks(tls, self._signature, connect_timeout=_CONNECT_TIMEOUT)
         self.forwarded = 0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Hold the connections that reach the other nodes."""
-        pool = ConnectionPool(ssl_context=self._tls, connect_timeout=_CONNECT_TIMEOUT, max_connections=_MAX_CONNECTIONS)
-        self._pool = pool
-        try:
-            task_status.started()
-            await trio.sleep_forever()
-        finally:
-            self._pool = None
-            with trio.CancelScope(shield=True):
-                await pool.aclose()
+        """Hold the links that reach the other nodes, until cancelled."""
+        await self._links.run(task_status=task_status)
+
+    def _signature(self, body: bytes) -> str:
+        return call_signing.signature(self._key, body, time.time())
 
     # -- the posture service --------------------------------------------------------------------------------------
 
@@ -219,19 +213,12 @@ class RoutedPosture:
 
     async def _send(self, node: str, address: str, call: _Call) -> tuple[int, bytes] | None:
         """Send ``call``, signed, to ``node`` at ``address``: its status and body, or None if it was not reached
-        or the connection broke before the answer."""
-        pool = self._pool
-        if pool is None:  # not started yet (a bootstrap write), or stopping
-            log.info("a call to another node was not sent: the internal channel is not running", extra={"node": node})
-            return None
-        scheme, host, port, base = split_url(address)
-        body = msgspec.json.encode(call)
-        headers = {call_signing.SIGNATURE_HEADER: call_signing.signature(self._key, body, time.time())}
-        try:
-            return await pool.call(scheme, host, port, base + FORWARD_PATH, body, headers)
-        except (ConnectFailed, CallBroken) as error:
-            log.info("a forwarded call did not reach its node", extra={"node": node, "error": str(error)})
-            return None
+        (or the internal channel is not running: a bootstrap write, or stopping) or the link broke before the
+        answer."""
+        reply = await self._links.call(address, msgspec.json.encode(call))
+        if reply is None:
+            log.info("a forwarded call did not reach its node", extra={"node": node, "address": address})
+        return reply
 
     # -- re-checks on the other nodes -----------------------------------------------------------------------------
 

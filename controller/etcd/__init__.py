@@ -16,7 +16,7 @@ contract holds it to that).
 
 from controller.etcd.bodies import MAX_REQUEST_BYTES, MAX_TXN_OPS, prefix_end
 from controller.etcd.client import EtcdClient
-from controller.etcd.connection import CallBroken, ConnectFailed, ConnectionPool, split_url
+from controller.etcd.connection import CallBroken, ConnectFailed, ConnectionPool, connect, split_url
 from controller.etcd.errors import (
     Compacted,
     EtcdError,
@@ -68,5 +68,6 @@ __all__ = [
     "FutureRevision", "Header", "InvalidArgument", "KeyValue", "Lease", "LeaseExpired", "LeaseInfo", "LeaseKeeper",
     "LeaseNotFound", "Member", "MemberStatus", "NoSpace", "Op", "OpResult", "OutcomeUnknown", "PermissionDenied",
     "ProtocolError", "Put", "PutResult", "Range", "RangeResult", "RequestTooLarge", "TlsFiles", "TooManyOperations",
-    "TxnResult", "Unauthenticated", "Unavailable", "Watch", "WatchCanceled", "WatchUpdate", "prefix_end", "split_url",
+    "TxnResult", "Unauthenticated", "Unavailable", "Watch", "WatchCanceled", "WatchUpdate", "connect", "prefix_end",
+    "split_url",
 ]

@@ -1,5 +1,5 @@
-"""Keep-alive HTTP/1.1 connections for JSON calls, and the pool that holds them: etcd's gateway's unary calls, and
-the cluster's internal channel between controllers.
+"""Keep-alive HTTP/1.1 connections for JSON calls, and the pool that holds them: etcd's gateway's unary calls.
+:func:`connect` (a TCP stream, TLS if asked, within a timeout) also opens the cluster's internal channel's links.
 
 A request goes out in one write (its head and body together) and its answer is read whole: a body of known length
 or a chunked one, the two ways etcd's gateway (Go's HTTP server) frames an answer. Written for this subset on a Trio

@@ -3,6 +3,9 @@ worker's etcd, reached over HTTP as clients reach them."""
 
 from __future__ import annotations
 
+import base64
+import os
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -13,7 +16,7 @@ import httpx
 import trio
 
 from controller.cluster.call_signing import SIGNATURE_HEADER
-from controller.cluster.forwarding import FORWARD_PATH
+from controller.cluster.channel import CHANNEL_PATH
 from controller.cluster.shards import SHARDS, desired_owner
 from controller.etcd import EtcdClient, Unavailable
 from controller.insight import kept_events, latest_id
@@ -169,11 +172,12 @@ async def test_a_request_to_another_node_gets_the_owners_decision(etcd: EtcdClus
         # a's actors decided (a request, a report, a re-check, two requests, a read); b's decided nothing.
         assert a.engine.actors.handled >= handled[0] + 5 and b.engine.actors.handled == handled[1]
 
-        # The internal channel takes nothing unsigned, nor signed with anything but the network's key.
-        body = b'{"op":"state","identity_id":"%s","args":{}}' % identity.encode()
-        for headers in ({}, {SIGNATURE_HEADER: "1:00"}, {SIGNATURE_HEADER: f"{trio.current_time()}:{'0' * 64}"}):
-            refused = await http.post(f"{a_url}{FORWARD_PATH}", content=body, headers=headers)
-            assert refused.status_code == 401
+        # The internal channel opens no link unsigned, nor signed with anything but the network's key.
+        upgrade = {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
+                   "sec-websocket-key": base64.b64encode(os.urandom(16)).decode()}
+        for signed in ({}, {SIGNATURE_HEADER: "1:00"}, {SIGNATURE_HEADER: f"{time.time()}:{'0' * 64}"}):
+            refused = await http.get(f"{a_url}{CHANNEL_PATH}", headers=upgrade | signed)
+            assert refused.status_code == 403
 
 
 async def test_a_node_unsure_of_its_lease_stops_acting_and_hosts_its_shards_again(etcd: EtcdCluster, prefix: str,

@@ -1,133 +1,241 @@
-"""The internal channel's middleware (``web/internal_channel.py``) as an ASGI server drives it: forwarded calls are
-answered by the router with the application's bounds on their body, everything else goes to the application."""
+"""The internal channel end to end on loopback: links opened by ``controller/cluster/channel.py`` to the middleware
+of ``web/internal_channel.py`` served by the project's own server, with a router that answers what it is told."""
 
 from __future__ import annotations
 
+import base64
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import httpx
+import msgspec
 import trio
+from hypercorn.config import Config
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, CloseConnection, Message, Request
 
-from controller.cluster.call_signing import SIGNATURE_HEADER
-from controller.cluster.forwarding import FORWARD_PATH
+from controller.certificates import ensure_pki
+from controller.certificates.tls_contexts import TlsContexts
+from controller.cluster import call_signing
+from controller.cluster.channel import CHANNEL_PATH, HELLO, ChannelLinks
+from controller.etcd import connect
+from tests.support import seed_pki
 from web.internal_channel import InternalChannel
+from web.server import serve
 
-READ_TIMEOUT = 5.0
+KEY = b"k" * 32
 MAX_BODY = 64
 
 
-class Router:
-    """Answers every call 200 with what it was given, and keeps it."""
+def signed(body: bytes) -> str:
+    return call_signing.signature(KEY, body, time.time())
 
-    def __init__(self) -> None:
-        self.calls: list[tuple[str | None, bytes]] = []
+
+@dataclass
+class Router:
+    """Answers a call 200 with its body, once the gate named by the body (if any) opens; refuses bad signatures."""
+
+    gates: dict[bytes, trio.Event] = field(default_factory=dict)
+    arrivals: dict[bytes, trio.Event] = field(default_factory=dict)  # set as a call with that body reaches serve
+    served: list[bytes] = field(default_factory=list)
+
+    def arrival(self, body: bytes) -> trio.Event:
+        return self.arrivals.setdefault(body, trio.Event())
+
+    def verified(self, signature: str | None, body: bytes) -> bool:
+        return call_signing.verified(KEY, signature, body, time.time())
 
     async def serve(self, signature: str | None, body: bytes) -> tuple[int, bytes]:
-        self.calls.append((signature, body))
+        if not self.verified(signature, body):
+            return 401, b'{"error":{"code":"UNAUTHORIZED"}}'
+        self.arrival(body).set()
+        if body in self.gates:
+            await self.gates[body].wait()
+        self.served.append(body)
         return 200, b'{"result":"' + body + b'"}'
 
 
-class Counted:
-    def __init__(self) -> None:
-        self.done: list[tuple[str | None, str, int]] = []
+@dataclass
+class Served:
+    url: str
+    router: Router
+    app_paths: list[tuple[str, str]]  # (scope type, path) of what reached the application
+    links_accepted: list[int]  # one entry per WebSocket the channel was given
+    done: list[tuple[str | None, str, int]]  # what the channel counted
 
-    def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
-        self.done.append((route, method, status))
 
+@asynccontextmanager
+async def channel_server(tmp_path: Path) -> AsyncIterator[tuple[Served, trio.CancelScope]]:
+    """The channel in front of an application that answers 204, served on a loopback port; the scope that stops it."""
+    seed_pki(tmp_path)
+    trust = TlsContexts(ensure_pki(tmp_path / "pki").ca_pem.decode())
+    router, app_paths, accepted, done = Router(), [], [], []
 
-class App:
-    """The application behind the channel: records the paths it was given."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        self.paths.append(scope["path"])
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        app_paths.append((scope["type"], scope["path"]))
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close"})
+            return
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
+    class Counted:
+        def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
+            done.append((route, method, status))
 
-def channel() -> tuple[InternalChannel, App, Router, Counted]:
-    app, router, metrics = App(), Router(), Counted()
-    return InternalChannel(app, router, max_body=MAX_BODY, read_timeout=READ_TIMEOUT, metrics=metrics), app, router, \
-        metrics
+    middleware = InternalChannel(app, router, max_body=MAX_BODY, metrics=Counted())
 
+    async def counting(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket" and scope["path"] == CHANNEL_PATH:
+            accepted.append(1)
+        await middleware(scope, receive, send)
 
-def scope(path: str = FORWARD_PATH, method: str = "POST", signature: str | None = "sig") -> dict[str, Any]:
-    headers = [(b"content-type", b"application/json")]
-    if signature is not None:
-        headers.append((SIGNATURE_HEADER.lower().encode(), signature.encode()))
-    return {"type": "http", "path": path, "method": method, "headers": headers}
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.graceful_timeout = 0.1
+    stop = trio.CancelScope()
 
+    async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
+        with stop:
+            await serve(counting, config, trust=trust, task_status=task_status)
 
-async def call(middleware: InternalChannel, request: dict[str, Any], parts: list[dict[str, Any]]) -> list[Any]:
-    """Drive one request whose body arrives as ``parts`` (then nothing more, ever); what was sent back."""
-    sent: list[Any] = []
-    queue = list(parts)
-
-    async def receive() -> dict[str, Any]:
-        if queue:
-            return queue.pop(0)
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    async def send(message: Any) -> None:
-        sent.append(message)
-
-    await middleware(request, receive, send)
-    return sent
+    async with trio.open_nursery() as nursery:
+        urls = await nursery.start(run_server)
+        try:
+            yield Served(urls[0], router, app_paths, accepted, done), stop
+        finally:
+            nursery.cancel_scope.cancel()
 
 
-def answer(sent: list[Any]) -> tuple[int, dict[bytes, bytes], bytes]:
-    start, body = sent
-    return start["status"], dict(start["headers"]), body["body"]
+@asynccontextmanager
+async def links(sign: Any = signed) -> AsyncIterator[ChannelLinks]:
+    held = ChannelLinks(None, sign, connect_timeout=5.0)  # type: ignore[arg-type]  # plain http: no TLS needed
+    async with trio.open_nursery() as nursery:
+        await nursery.start(held.run)
+        try:
+            yield held
+        finally:
+            nursery.cancel_scope.cancel()
 
 
-async def test_a_forwarded_call_is_answered_by_the_router_and_counted() -> None:
-    middleware, app, router, metrics = channel()
-    sent = await call(middleware, scope(), [{"type": "http.request", "body": b"ab", "more_body": True},
-                                            {"type": "http.request", "body": b"cd", "more_body": False}])
-    assert answer(sent) == (200, {b"content-type": b"application/json", b"content-length": b"17"},
-                            b'{"result":"abcd"}')
-    assert router.calls == [("sig", b"abcd")] and not app.paths
-    assert metrics.done == [(FORWARD_PATH, "POST", 200)]
+async def test_calls_share_one_link_and_each_is_answered_as_soon_as_it_is_ready(tmp_path: Path) -> None:
+    async with channel_server(tmp_path) as (served, _), links() as held:
+        served.router.gates[b"slow"] = gate = trio.Event()
+        answers: dict[bytes, tuple[int, bytes] | None] = {}
+        five = trio.Event()
+
+        async def call(body: bytes) -> None:
+            answers[body] = await held.call(served.url, body)
+            if len(answers) == 5:
+                five.set()
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as calls:
+                calls.start_soon(call, b"slow")
+                await served.router.arrival(b"slow").wait()
+                for i in range(5):
+                    calls.start_soon(call, b"fast%d" % i)
+                await five.wait()
+                assert b"slow" not in answers  # the five after it were answered while it waited
+                gate.set()
+        assert answers == {body: (200, b'{"result":"' + body + b'"}')
+                           for body in [b"slow"] + [b"fast%d" % i for i in range(5)]}
+        assert served.router.served[-1] == b"slow" and len(served.links_accepted) == 1
+        assert served.done == [(CHANNEL_PATH, "CALL", 200)] * 6 and not served.app_paths
 
 
-async def test_an_unsigned_call_reaches_the_router_which_refuses_it() -> None:
-    middleware, _, router, _ = channel()
-    await call(middleware, scope(signature=None), [{"type": "http.request", "body": b"{}"}])
-    assert router.calls == [(None, b"{}")]
+async def test_a_link_not_signed_by_the_network_key_is_refused_and_so_is_a_call(tmp_path: Path) -> None:
+    async with channel_server(tmp_path) as (served, _):
+        async with links(lambda body: call_signing.signature(b"x" * 32, body, time.time())) as stranger:
+            with trio.fail_after(10):
+                assert await stranger.call(served.url, b"hello") is None
+        upgrade = {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
+                   "sec-websocket-key": base64.b64encode(os.urandom(16)).decode()}
+        async with httpx.AsyncClient() as http:
+            for signature in ({}, {call_signing.SIGNATURE_HEADER: "1:00"},
+                              {call_signing.SIGNATURE_HEADER: call_signing.signature(KEY, b"other", time.time())}):
+                refused = await http.get(served.url + CHANNEL_PATH, headers=upgrade | signature)
+                assert refused.status_code == 403
+        # The link itself signed, one call not: the router refuses that call, and the link serves the next.
+        async with links(lambda body: signed(body) if body in (HELLO, b"good") else "1:00") as half:
+            with trio.fail_after(10):
+                assert await half.call(served.url, b"bad") == (401, b'{"error":{"code":"UNAUTHORIZED"}}')
+                assert await half.call(served.url, b"good") == (200, b'{"result":"good"}')
+        assert served.router.served == [b"good"] and not served.app_paths
 
 
-async def test_everything_else_goes_to_the_application() -> None:
-    middleware, app, router, metrics = channel()
-    for path in ("/edge/client/v1/version", FORWARD_PATH + "/more", "/edge/internal/v1"):
-        assert answer(await call(middleware, scope(path=path), []))[0] == 204
-    lifespan: list[str] = []
-
-    async def lifespan_app(scope: Any, receive: Any, send: Any) -> None:
-        lifespan.append(scope["type"])
-
-    await InternalChannel(lifespan_app, router, max_body=MAX_BODY, read_timeout=READ_TIMEOUT, metrics=None)(
-        {"type": "lifespan"}, None, None)
-    assert app.paths == ["/edge/client/v1/version", FORWARD_PATH + "/more", "/edge/internal/v1"]
-    assert lifespan == ["lifespan"] and not router.calls and not metrics.done
-
-
-async def test_bad_calls_are_refused_before_the_router_sees_them(autojump_clock: trio.abc.Clock) -> None:
-    middleware, app, router, metrics = channel()
-    status, _, body = answer(await call(middleware, scope(method="GET"), []))
-    assert (status, body) == (405, b'{"error":{"code":"METHOD_NOT_ALLOWED"}}')
-    too_large = [{"type": "http.request", "body": b"x" * MAX_BODY, "more_body": True},
-                 {"type": "http.request", "body": b"x", "more_body": False}]
-    assert answer(await call(middleware, scope(), too_large))[0] == 413
-    start = trio.current_time()
-    stalled = await call(middleware, scope(), [{"type": "http.request", "body": b"{", "more_body": True}])
-    assert answer(stalled)[0] == 408 and trio.current_time() == start + READ_TIMEOUT
-    assert not router.calls and not app.paths
-    assert [status for _, _, status in metrics.done] == [405, 413, 408]
+async def test_a_call_too_large_is_refused_before_the_router_and_a_message_not_a_call_ends_the_link(
+        tmp_path: Path) -> None:
+    async with channel_server(tmp_path) as (served, _), links() as held:
+        with trio.fail_after(10):
+            status, _ = await held.call(served.url, b"x" * (MAX_BODY + 1)) or (0, b"")
+            assert status == 413 and not served.router.served
+            stream = await connect("http", "127.0.0.1", int(served.url.rsplit(":", 1)[1]), None, connect_timeout=5)
+            ws = WSConnection(ConnectionType.CLIENT)
+            await stream.send_all(ws.send(Request(host="127.0.0.1", target=CHANNEL_PATH, extra_headers=[
+                (call_signing.SIGNATURE_HEADER.encode(), signed(HELLO).encode())])))
+            events: list[object] = []
+            while not any(isinstance(event, CloseConnection) for event in events):
+                ws.receive_data(await stream.receive_some(65536))
+                events += ws.events()
+                if any(isinstance(event, AcceptConnection) for event in events) and len(events) == 1:
+                    await stream.send_all(ws.send(Message(data=msgspec.msgpack.encode({"not": "a call"}))))
+            assert [event.code for event in events if isinstance(event, CloseConnection)] == [1003]
+            await stream.aclose()
+        assert [status for _, _, status in served.done] == [413]
 
 
-async def test_a_caller_that_went_away_gets_nothing() -> None:
-    middleware, _, router, metrics = channel()
-    assert await call(middleware, scope(), [{"type": "http.disconnect"}]) == []
-    assert not router.calls and not metrics.done
+async def test_everything_else_goes_to_the_application(tmp_path: Path) -> None:
+    async with channel_server(tmp_path) as (served, _), httpx.AsyncClient() as http:
+        for path in ("/edge/client/v1/version", CHANNEL_PATH, CHANNEL_PATH + "/more"):
+            assert (await http.post(served.url + path)).status_code == 204
+        upgrade = {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
+                   "sec-websocket-key": base64.b64encode(os.urandom(16)).decode()}
+        assert (await http.get(served.url + "/edge/internal/v1/other", headers=upgrade)).status_code == 403
+        assert served.app_paths == [("http", "/edge/client/v1/version"), ("http", CHANNEL_PATH),
+                                    ("http", CHANNEL_PATH + "/more"), ("websocket", "/edge/internal/v1/other")]
+        assert not served.router.served and not served.done
+
+
+async def test_calls_waiting_when_the_other_node_goes_get_nothing_and_a_cancelled_caller_leaves_the_link(
+        tmp_path: Path) -> None:
+    async with links() as held:
+        async with channel_server(tmp_path) as (served, stop):
+            served.router.gates[b"never"] = trio.Event()
+            served.router.gates[b"later"] = later = trio.Event()
+            with trio.fail_after(10):
+                with trio.move_on_after(0.2):
+                    await held.call(served.url, b"later")  # given up by its caller; the link stays
+                later.set()
+                assert await held.call(served.url, b"after") == (200, b'{"result":"after"}')
+                assert len(served.links_accepted) == 1
+                got: list[tuple[int, bytes] | None] = [(0, b"")]
+
+                async def waiting() -> None:
+                    got[0] = await held.call(served.url, b"never")
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(waiting)
+                    await served.router.arrival(b"never").wait()
+                    stop.cancel()  # the server goes, with the call unanswered
+                assert got == [None]
+            url = served.url
+        with trio.fail_after(10):
+            assert await held.call(url, b"anyone") is None  # nobody listens there now: not reached
+
+
+async def test_links_not_running_reach_nobody(tmp_path: Path) -> None:
+    held = ChannelLinks(None, signed, connect_timeout=5.0)  # type: ignore[arg-type]
+    async with channel_server(tmp_path) as (served, _):
+        assert await held.call(served.url, b"x") is None and not served.links_accepted
