@@ -185,27 +185,18 @@ class RoutedPosture:
     async def _forward(self, holder: str, address: str, call: _Call, deadline: float) -> Any:
         """Send ``call`` to ``holder``; given up (:class:`_Unreachable`) when it cannot be reached, or when the
         shard changes hands meanwhile (a paused holder never answers: its successor does)."""
-        replies: list[tuple[int, bytes]] = []
         ownership = self._ownership
+        reply: tuple[int, bytes] | None = None
+        with trio.move_on_at(max(deadline, trio.current_time() + 0.1)) as waiting:
+            def moved() -> None:
+                if ownership.holder(call.identity_id) != holder:
+                    waiting.cancel()
 
-        async def send(done: trio.CancelScope) -> None:
-            reply = await self._send(holder, address, call)
-            if reply is not None:
-                replies.append(reply)
-            done.cancel()
-
-        async def moved(done: trio.CancelScope) -> None:
-            while ownership.holder(call.identity_id) == holder:
-                await ownership.changed.park()
-            done.cancel()
-
-        async with trio.open_nursery() as race:
-            race.cancel_scope.deadline = max(deadline, trio.current_time() + 0.1)
-            race.start_soon(send, race.cancel_scope)
-            race.start_soon(moved, race.cancel_scope)
-        if not replies:
+            with ownership.changed.calling(moved):
+                reply = await self._send(holder, address, call)
+        if reply is None:
             raise _Unreachable("the shard changed hands, or its holder did not answer in time")
-        status, content = replies[0]
+        status, content = reply
         self.forwarded += 1
         if status == _MOVED:
             raise _Unreachable("the node no longer hosts the identity")

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 import trio
@@ -42,7 +43,7 @@ from controller.etcd import (
 )
 from controller.posture.adoption import Adoption
 
-__all__ = ["MARGIN", "Freshness", "ShardHost", "ShardOwnership"]
+__all__ = ["MARGIN", "Freshness", "HolderChanges", "ShardHost", "ShardOwnership"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -69,6 +70,33 @@ class Freshness(Protocol):
         """Return once the replica holds every write acknowledged before the call, however long that takes."""
 
 
+class HolderChanges:
+    """Told whenever a shard's holder changes (:meth:`unpark_all`): wakes the tasks parked on it, and calls the
+    callbacks registered meanwhile, on the telling task (a callback must not block)."""
+
+    def __init__(self) -> None:
+        self._parked = trio.lowlevel.ParkingLot()
+        self._callbacks: set[Callable[[], None]] = set()
+
+    async def park(self) -> None:
+        """Return once a holder changed."""
+        await self._parked.park()
+
+    def unpark_all(self) -> None:
+        self._parked.unpark_all()
+        for callback in list(self._callbacks):
+            callback()
+
+    @contextmanager
+    def calling(self, callback: Callable[[], None]) -> Iterator[None]:
+        """Within the block, ``callback`` is called at every change."""
+        self._callbacks.add(callback)
+        try:
+            yield
+        finally:
+            self._callbacks.discard(callback)
+
+
 class ShardOwnership:
     """This node's shards (an ``Ownership`` of the posture engine), and who holds every other one."""
 
@@ -86,7 +114,7 @@ class ShardOwnership:
         self._lease = 0  # the lease this node's keys are on
         self._dirty = True
         self._wake = trio.lowlevel.ParkingLot()
-        self.changed = trio.lowlevel.ParkingLot()  # unparked whenever a shard's holder changes
+        self.changed = HolderChanges()
         membership.on_change(self._mark)
 
     # -- what the engine and the router ask ---------------------------------------------------------------------

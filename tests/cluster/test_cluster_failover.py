@@ -176,7 +176,15 @@ async def test_a_paused_owner_never_overwrites_its_successor(net: Network, clien
             "name": f"mac-{tag}", "typeId": "MAC", "roleAttributes": [f"mac{tag}"],
             "macAddresses": ["aa:bb:cc:00:11:22"]})
         owner.pause()
+        paused = time.monotonic()
         try:
+            # Sent now, a report is forwarded to the paused owner, which never answers: once the shard moves, the
+            # call is routed to the successor instead of waiting for the paused node until the router gives up.
+            early = await http.post(f"{entry.url}{CLIENT}/posture-response", headers=endpoint.user, json={
+                "id": mac_check, "typeId": "MAC", "macAddresses": ["AA:BB:CC:00:11:22"]})
+            assert early.status_code == 201, early.text
+            assert time.monotonic() - paused <= LEASE_TTL + 1 + TAKEOVER_SLACK
+
             async def taken_over() -> bool:
                 return await _holder(client, net, endpoint.identity) not in ("", owner.name)
 
