@@ -9,11 +9,12 @@ any other WebSocket, lifespan) goes on to the application unchanged.
 
 A link is accepted only when its opening request carries a signature of :data:`~controller.cluster.channel.HELLO`
 by the network's key (else hypercorn answers the upgrade 403); each call is still verified on its own by the router
-before anything of it is decoded. Each :class:`~controller.cluster.channel.CallFrame` is served in a task of the
-link's own (the link is the request: its calls end with it), and answered with a
-:class:`~controller.cluster.channel.ReplyFrame` as soon as the router has the answer, whatever the order. A call
-larger than ``max_body`` is answered 413 without reaching the router; a message that is not a call frame ends the
-link. Each call is counted in the request metrics under the channel's path, method ``CALL``.
+before anything of it is decoded. Each :class:`~controller.cluster.channel.CallFrame` of a message is served in a
+task of the link's own (the link is the request: its calls end with it), and answered with a
+:class:`~controller.cluster.channel.ReplyFrame` as soon as the router has the answer, whatever the order; answers
+ready together go in one message (an :class:`~controller.cluster.channel.Outbox`). A call larger than ``max_body``
+is answered 413 without reaching the router; a message that is not a list of call frames ends the link. Each call
+is counted in the request metrics under the channel's path, method ``CALL``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import msgspec
 import trio
 
 from controller.cluster.call_signing import SIGNATURE_HEADER
-from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, ReplyFrame
+from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, Outbox, ReplyFrame
 
 __all__ = ["InternalChannel"]
 
@@ -35,8 +36,7 @@ ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 _SIGNATURE = SIGNATURE_HEADER.lower().encode("latin-1")
 _TOO_LARGE = 413, b'{"error":{"code":"REQUEST_TOO_LARGE"}}'
 _NOT_A_CALL = 1003  # WebSocket close code: a message this side cannot take
-_call_decoder = msgspec.msgpack.Decoder(CallFrame)
-_reply_encoder = msgspec.msgpack.Encoder()
+_calls_decoder = msgspec.msgpack.Decoder(list[CallFrame])
 
 
 class Forwarded(Protocol):
@@ -83,25 +83,31 @@ class InternalChannel:
             await send({"type": "websocket.close"})  # before the accept: answered 403
             return
         await send({"type": "websocket.accept"})
+
+        async def write(message: bytes) -> None:
+            await send({"type": "websocket.send", "bytes": message})
+
+        replies = Outbox[ReplyFrame](write)
         async with trio.open_nursery() as calls:
             while True:
                 message = await receive()
                 if message["type"] == "websocket.disconnect":
                     break
                 try:
-                    frame = _call_decoder.decode(message.get("bytes") or b"")
+                    frames = _calls_decoder.decode(message.get("bytes") or b"")
                 except msgspec.DecodeError:
                     await send({"type": "websocket.close", "code": _NOT_A_CALL})
                     break
-                calls.start_soon(self._answer, frame, send)
+                for frame in frames:
+                    calls.start_soon(self._answer, frame, replies)
             calls.cancel_scope.cancel()  # the caller is gone: nobody to answer
 
-    async def _answer(self, frame: CallFrame, send: Any) -> None:
+    async def _answer(self, frame: CallFrame, replies: Outbox[ReplyFrame]) -> None:
         started = time.perf_counter()
         if len(frame.body) > self._max_body:
             status, body = _TOO_LARGE
         else:
             status, body = await self._router.serve(frame.signature, frame.body)
-        await send({"type": "websocket.send", "bytes": _reply_encoder.encode(ReplyFrame(frame.id, status, body))})
-        if self._metrics is not None:
+        if self._metrics is not None:  # counted as its answer is ready, before it may wait for a message to go in
             self._metrics.request_done(CHANNEL_PATH, "CALL", status, time.perf_counter() - started)
+        await replies.put(ReplyFrame(frame.id, status, body))

@@ -9,9 +9,9 @@ holds (``position``), and written without fsync under a guard naming the boot (`
 barrier (``freshness``); the scheduler turns a busy node gives before a quorum read or a txn (``turns``);
 initialising the network once and its shared PKI (``network``); membership by leases (``membership``); identity
 actors sharded over the live nodes, each shard claimed under its owner's lease and every owner's writes fenced on it
-(``shards``, ``ownership``); calls for an identity routed to its owner over the signed internal channel
-(``call_signing``), and a write's re-checks awaited on every node (``forwarding``); and a node's parts built in
-order (``node``).
+(``shards``, ``ownership``); calls for an identity routed to its owner over the signed internal channel, one
+WebSocket to each other node carrying many calls at once (``call_signing``, ``channel``), and a write's re-checks
+awaited on every node (``forwarding``); and a node's parts built in order (``node``).
 
 Seams it gives the rest of the controller: the writer's commit step (:class:`ReplicatedCommit`, a
 ``controller.data.commit_step.CommitStep``), the read barrier (:class:`ReadIndexBarrier`, a
@@ -20,10 +20,11 @@ Seams it gives the rest of the controller: the writer's commit step (:class:`Rep
 live nodes (:meth:`Membership.nodes`), the posture engine's ``Ownership`` (:class:`ShardOwnership`; the engine is
 its :class:`ShardHost`) and the routed ``PostureService`` (:class:`RoutedPosture`).
 
-May import: ``controller.etcd`` (the bottom layer), ``controller.data`` (the writer's seams), the model, storage,
-``controller.certificates``, ``controller.errors`` and the posture engine's public interface
-(``controller.posture.service``, ``controller.posture.state``). The runtime builds it and nothing below the runtime
-imports it: the domain, the write path and the posture engine do not know whether they run on one node or many.
+May import: wsproto (the channel's calling side), ``controller.etcd`` (the bottom layer), ``controller.data`` (the
+writer's seams), the model, storage, ``controller.certificates``, ``controller.errors`` and the posture engine's
+public interface (``controller.posture.service``, ``controller.posture.state``). The runtime builds it and nothing
+below the runtime imports it: the domain, the write path and the posture engine do not know whether they run on one
+node or many.
 """
 
 from controller.cluster.commit import ReplicatedCommit

@@ -4,8 +4,12 @@ A node reaches another at :data:`CHANNEL_PATH` on that node's own listener (its 
 WebSocket whose opening request is signed (:data:`HELLO`, ``controller/cluster/call_signing.py``); the serving side is
 ``web/internal_channel.py``. Each call is one binary message, a :class:`CallFrame` (an id this link chose, the call's
 signature and its JSON body), and its answer one :class:`ReplyFrame` with the same id, in whatever order the other
-node finishes them: a slow call holds back no other. A call therefore costs one message each way on a connection
-that stays open, instead of an HTTP request and answer through both nodes' HTTP stacks.
+node finishes them: a slow call holds back no other. Frames go in messages through an :class:`Outbox`, on both
+sides: the frames added while a message is being written, or in the same scheduler turn, go together in the next
+one (a list of frames), so calls that a node's requests make at about the same time reach the other node together,
+and are decided together (their writes in one batch), as they would be over separate connections. A call therefore
+costs a share of one message each way on a connection that stays open, instead of an HTTP request and answer
+through both nodes' HTTP stacks.
 
 :class:`ChannelLinks` keeps the links. A caller asks for a link; one not open yet is opened by the links' own task
 (:meth:`ChannelLinks.run`), never by the caller, which waits for it within the connect timeout. A link that fails
@@ -21,7 +25,8 @@ import itertools
 import logging
 import math
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
 import msgspec
 import trio
@@ -31,7 +36,7 @@ from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Mess
 from controller.cluster.call_signing import SIGNATURE_HEADER
 from controller.etcd import ConnectFailed, connect, split_url
 
-__all__ = ["CHANNEL_PATH", "HELLO", "CallFrame", "ChannelLinks", "ReplyFrame"]
+__all__ = ["CHANNEL_PATH", "HELLO", "CallFrame", "ChannelLinks", "Outbox", "ReplyFrame"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -57,8 +62,39 @@ class ReplyFrame(msgspec.Struct, array_like=True, frozen=True):
     body: bytes
 
 
-_call_encoder = msgspec.msgpack.Encoder()
-_reply_decoder = msgspec.msgpack.Decoder(ReplyFrame)
+_encoder = msgspec.msgpack.Encoder()
+_replies_decoder = msgspec.msgpack.Decoder(list[ReplyFrame])
+
+F = TypeVar("F", CallFrame, ReplyFrame)
+
+
+class Outbox(Generic[F]):
+    """Frames written as messages, each message a list of the frames waiting when it is written.
+
+    :meth:`put` returns once its frame was written (by this task or by another's :meth:`put`). The first writer
+    yields one scheduler turn before it takes the waiting frames, so that frames put in the same turn join it; frames
+    put while it writes wait for the next message. A frame whose :meth:`put` is cancelled before a message took it
+    is never written. ``write`` writes one encoded message; what it raises reaches the task that called it.
+    """
+
+    def __init__(self, write: Callable[[bytes], Awaitable[None]]) -> None:
+        self._write = write
+        self._waiting: list[F] = []
+        self._writing = trio.Lock()
+
+    async def put(self, frame: F) -> None:
+        self._waiting.append(frame)
+        try:
+            # Acquiring the lock is a checkpoint (as every Trio async function): the frames put in this turn are
+            # waiting when the task that holds it goes on.
+            async with self._writing:
+                if not self._waiting:
+                    return  # written with the message another put wrote
+                frames, self._waiting = self._waiting, []
+                await self._write(_encoder.encode(frames))
+        finally:
+            if frame in self._waiting:  # given up before any message took it: it is never written
+                self._waiting.remove(frame)
 
 
 class _Answer:
@@ -88,7 +124,8 @@ class _Link:
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._ids = itertools.count()
         self._waiting: dict[int, _Answer] = {}
-        self._sending = trio.Lock()
+        self._outbox = Outbox[CallFrame](self._write)
+        self._bytes = trio.Lock()  # one writer of the stream at a time: a message, or the answer to a ping
         self._stop = trio.CancelScope()
 
     async def serve(self, ssl_context: ssl.SSLContext, connect_timeout: float) -> None:
@@ -124,30 +161,29 @@ class _Link:
         answer = _Answer()
         self._waiting[call_id] = answer
         try:
-            frame = _call_encoder.encode(CallFrame(call_id, self._sign(body), body))
-            if not await self._send(self._ws.send(Message(data=frame))):
-                return None
+            await self._outbox.put(CallFrame(call_id, self._sign(body), body))
             await answer.done.wait()
             return answer.reply
         finally:
             self._waiting.pop(call_id, None)
 
-    async def _send(self, data: bytes) -> bool:
-        """Write ``data`` whole: False if the link is (or became) unusable."""
+    async def _write(self, message: bytes) -> None:
+        await self._send_whole(self._ws.send(Message(data=message)))
+
+    async def _send_whole(self, data: bytes) -> None:
+        """Write ``data`` whole, or drop the link: the calls waiting on it then get None."""
         stream = self._stream
-        if not self.usable or stream is None:
-            return False
-        async with self._sending:
-            whole = False
-            try:
-                await stream.send_all(data)
-                whole = True
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
-            finally:
-                if not whole:  # broken, or cancelled half-way: the next frame could not be told from this one's rest
-                    self.drop()
-        return whole
+        whole = False
+        try:
+            if self.usable and stream is not None:
+                async with self._bytes:
+                    await stream.send_all(data)
+                    whole = True
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            if not whole:  # broken, or cancelled half-way: the next message could not be told from this one's rest
+                self.drop()
 
     async def _open(self, ssl_context: ssl.SSLContext, connect_timeout: float) -> None:
         scheme, host, port, base = split_url(self.address)
@@ -172,13 +208,14 @@ class _Link:
                 if isinstance(event, BytesMessage):
                     parts += event.data
                     if event.message_finished:
-                        reply = _reply_decoder.decode(bytes(parts))
+                        replies = _replies_decoder.decode(bytes(parts))
                         parts.clear()
-                        answer = self._waiting.pop(reply.id, None)
-                        if answer is not None:
-                            answer.give((reply.status, reply.body))
+                        for reply in replies:
+                            answer = self._waiting.pop(reply.id, None)
+                            if answer is not None:
+                                answer.give((reply.status, reply.body))
                 elif isinstance(event, Ping):
-                    await self._send(self._ws.send(event.response()))
+                    await self._send_whole(self._ws.send(event.response()))
                 elif isinstance(event, CloseConnection):
                     raise _Refused(f"the node closed the link: {event.code}")
                 else:

@@ -313,7 +313,8 @@ class RoutedPosture:
         (401 unsigned, 409 when this node does not host the identity, else 200 with the result or the error the
         engine gave). A ``settle`` answers the shards hosted throughout, or ``CLUSTER_UNAVAILABLE`` when the replica
         did not reach the revision or the identities did not settle within :attr:`within` (the sender waits no
-        longer). The general read barrier is not needed before it (web/app.py skips it)."""
+        longer). The general read barrier is not needed before it (web/internal_channel.py calls this in front of
+        the application, whose barrier never runs)."""
         if not self.verified(signature, body):
             return 401, b'{"error":{"code":"UNAUTHORIZED"}}'
         try:

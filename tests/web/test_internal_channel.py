@@ -66,6 +66,8 @@ class Served:
     router: Router
     app_paths: list[tuple[str, str]]  # (scope type, path) of what reached the application
     links_accepted: list[int]  # one entry per WebSocket the channel was given
+    frames_in: list[int]  # frames in each message the channel received
+    frames_out: list[int]  # frames in each message it sent
     done: list[tuple[str | None, str, int]]  # what the channel counted
 
 
@@ -95,10 +97,27 @@ async def channel_server(tmp_path: Path) -> AsyncIterator[tuple[Served, trio.Can
 
     middleware = InternalChannel(app, router, max_body=MAX_BODY, metrics=Counted())
 
+    frames_in: list[int] = []
+    frames_out: list[int] = []
+
     async def counting(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "websocket" and scope["path"] == CHANNEL_PATH:
-            accepted.append(1)
-        await middleware(scope, receive, send)
+        if scope["type"] != "websocket" or scope["path"] != CHANNEL_PATH:
+            await middleware(scope, receive, send)
+            return
+        accepted.append(1)
+
+        async def received() -> Any:
+            message = await receive()
+            if message["type"] == "websocket.receive":
+                frames_in.append(_frames(message.get("bytes")))
+            return message
+
+        async def sent(message: Any) -> None:
+            if message["type"] == "websocket.send":
+                frames_out.append(_frames(message["bytes"]))
+            await send(message)
+
+        await middleware(scope, received, sent)
 
     config = Config()
     config.bind = ["127.0.0.1:0"]
@@ -113,9 +132,17 @@ async def channel_server(tmp_path: Path) -> AsyncIterator[tuple[Served, trio.Can
     async with trio.open_nursery() as nursery:
         urls = await nursery.start(run_server)
         try:
-            yield Served(urls[0], router, app_paths, accepted, done), stop
+            yield Served(urls[0], router, app_paths, accepted, frames_in, frames_out, done), stop
         finally:
             nursery.cancel_scope.cancel()
+
+
+def _frames(message: bytes | None) -> int:
+    try:
+        decoded = msgspec.msgpack.decode(message or b"")
+    except msgspec.DecodeError:
+        return -1
+    return len(decoded) if isinstance(decoded, list) else -1
 
 
 @asynccontextmanager
@@ -153,6 +180,28 @@ async def test_calls_share_one_link_and_each_is_answered_as_soon_as_it_is_ready(
                            for body in [b"slow"] + [b"fast%d" % i for i in range(5)]}
         assert served.router.served[-1] == b"slow" and len(served.links_accepted) == 1
         assert served.done == [(CHANNEL_PATH, "CALL", 200)] * 6 and not served.app_paths
+
+
+async def test_calls_made_together_travel_together_and_so_do_answers_ready_together(tmp_path: Path) -> None:
+    async with channel_server(tmp_path) as (served, _), links() as held:
+        with trio.fail_after(10):
+            assert await held.call(served.url, b"first") == (200, b'{"result":"first"}')  # the link is open
+            bodies = [b"together%d" % i for i in range(5)]
+            gate = trio.Event()
+            served.router.gates.update(dict.fromkeys(bodies, gate))
+            answers: dict[bytes, tuple[int, bytes] | None] = {}
+
+            async def call(body: bytes) -> None:
+                answers[body] = await held.call(served.url, body)
+
+            async with trio.open_nursery() as calls:
+                for body in bodies:
+                    calls.start_soon(call, body)
+                for body in bodies:
+                    await served.router.arrival(body).wait()
+                gate.set()
+        assert answers == {body: (200, b'{"result":"' + body + b'"}') for body in bodies}
+        assert served.frames_in == [1, 5] and served.frames_out == [1, 5]
 
 
 async def test_a_link_not_signed_by_the_network_key_is_refused_and_so_is_a_call(tmp_path: Path) -> None:
