@@ -13,10 +13,11 @@ through both nodes' HTTP stacks.
 
 :class:`ChannelLinks` keeps the links. A caller asks for a link; one not open yet is opened by the links' own task
 (:meth:`ChannelLinks.run`), never by the caller, which waits for it within the connect timeout. A link that fails
-(the other node died, closed it, or sent something that is not a frame) is dropped with every call waiting on it
-answered None ("not reached, or broken before the answer": the router asks the shard's next holder), and the next
-call opens a new one. A caller cancelled while it waits leaves the link as it is; the answer, if it comes, is
-dropped. A link whose write was cancelled half-way cannot be trusted to frame the next one, so it is dropped too.
+(the other node died, closed it, or sent something that is not WebSocket frames of answers) is dropped with every
+call waiting on it answered None ("not reached, or broken before the answer": the router asks the shard's next
+holder), and the next call opens a new one. A caller cancelled while it waits leaves the link as it is; the answer,
+if it comes, is dropped. A link whose write was cancelled half-way cannot be trusted to frame the next one, so it is
+dropped too.
 """
 
 from __future__ import annotations
@@ -31,7 +32,17 @@ from typing import Generic, TypeVar
 import msgspec
 import trio
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Message, Ping, RejectConnection, Request
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Event,
+    Message,
+    Ping,
+    RejectConnection,
+    Request,
+)
+from wsproto.utilities import RemoteProtocolError
 
 from controller.cluster.call_signing import SIGNATURE_HEADER
 from controller.etcd import ConnectFailed, connect, split_url
@@ -130,19 +141,19 @@ class _Link:
 
     async def serve(self, ssl_context: ssl.SSLContext, connect_timeout: float) -> None:
         """Open the link, then read answers until it fails or is dropped; every call still waiting then gets None."""
-        with self._stop:
-            try:
+        try:
+            with self._stop:
                 await self._open(ssl_context, connect_timeout)
                 self.usable = True
                 self.open.set()
                 await self._read()
-            except (ConnectFailed, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
-                    ssl.SSLError, OSError, msgspec.DecodeError, _Refused) as error:
-                log.info("an internal channel link failed", extra={"address": self.address, "error": repr(error)})
-            finally:
-                self.drop()
-                if self._stream is not None:
-                    await trio.aclose_forcefully(self._stream)
+        except (ConnectFailed, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError,
+                RemoteProtocolError, msgspec.DecodeError, _Refused) as error:
+            log.info("an internal channel link failed", extra={"address": self.address, "error": repr(error)})
+        finally:
+            self.drop()  # outside the link's own scope, which it cancels: what ended the link is not masked
+            if self._stream is not None:
+                await trio.aclose_forcefully(self._stream)
 
     def drop(self) -> None:
         """Take the link out of use: calls waiting on it get None, and its task ends."""
@@ -168,16 +179,17 @@ class _Link:
             self._waiting.pop(call_id, None)
 
     async def _write(self, message: bytes) -> None:
-        await self._send_whole(self._ws.send(Message(data=message)))
+        await self._send(Message(data=message))
 
-    async def _send_whole(self, data: bytes) -> None:
-        """Write ``data`` whole, or drop the link: the calls waiting on it then get None."""
+    async def _send(self, event: Event) -> None:
+        """Write ``event`` whole, or drop the link: the calls waiting on it then get None. Framed only while the link
+        is usable (once the other node closed it, WebSocket frames no more of it)."""
         stream = self._stream
         whole = False
         try:
-            if self.usable and stream is not None:
-                async with self._bytes:
-                    await stream.send_all(data)
+            async with self._bytes:
+                if self.usable and stream is not None:
+                    await stream.send_all(self._ws.send(event))
                     whole = True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
@@ -215,7 +227,7 @@ class _Link:
                             if answer is not None:
                                 answer.give((reply.status, reply.body))
                 elif isinstance(event, Ping):
-                    await self._send_whole(self._ws.send(event.response()))
+                    await self._send(event.response())
                 elif isinstance(event, CloseConnection):
                     raise _Refused(f"the node closed the link: {event.code}")
                 else:

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -282,6 +283,25 @@ async def test_calls_waiting_when_the_other_node_goes_get_nothing_and_a_cancelle
             url = served.url
         with trio.fail_after(10):
             assert await held.call(url, b"anyone") is None  # nobody listens there now: not reached
+
+
+async def test_a_node_answering_with_something_else_is_not_reached_and_the_links_go_on(tmp_path: Path) -> None:
+    asked: list[bytes] = []
+
+    async def not_a_websocket(stream: trio.SocketStream) -> None:
+        asked.append(await stream.receive_some(65536))
+        await stream.send_all(b"SSH-2.0-something else\r\n\r\n")
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, not_a_websocket, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        async with channel_server(tmp_path) as (served, _), links() as held:
+            with trio.fail_after(10):
+                assert await held.call(f"http://127.0.0.1:{port}", b"lost") is None
+                assert await held.call(served.url, b"found") == (200, b'{"result":"found"}')
+        assert len(asked) == 1 and asked[0].startswith(b"GET " + CHANNEL_PATH.encode())
+        nursery.cancel_scope.cancel()
 
 
 async def test_links_not_running_reach_nobody(tmp_path: Path) -> None:
