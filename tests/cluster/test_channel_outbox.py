@@ -1,0 +1,68 @@
+"""The internal channel's ``Outbox`` (``controller/cluster/channel.py``) on Trio's scheduler alone: which frames go in
+which message."""
+
+from __future__ import annotations
+
+import msgspec
+import trio
+import trio.testing
+
+from controller.cluster.channel import CallFrame, Outbox
+
+
+def frame(n: int) -> CallFrame:
+    return CallFrame(n, "sig", b"body%d" % n)
+
+
+class Writes:
+    """Records each message's frame ids (sorted: Trio runs a turn's tasks in an order of its own); a write waits
+    while ``held`` is set."""
+
+    def __init__(self) -> None:
+        self.messages: list[list[int]] = []
+        self.held: trio.Event | None = None
+        self.writing = trio.Event()
+
+    async def __call__(self, message: bytes) -> None:
+        self.messages.append(sorted(f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])))
+        self.writing.set()
+        if self.held is not None:
+            await self.held.wait()
+
+
+async def test_frames_put_in_one_turn_go_in_one_message_and_those_put_during_a_write_in_the_next() -> None:
+    writes = Writes()
+    outbox = Outbox[CallFrame](writes)
+    writes.held = release = trio.Event()
+    async with trio.open_nursery() as nursery:
+        for n in range(3):
+            nursery.start_soon(outbox.put, frame(n))
+        await writes.writing.wait()
+        for n in range(3, 5):
+            nursery.start_soon(outbox.put, frame(n))
+        await trio.testing.wait_all_tasks_blocked()
+        assert writes.messages == [[0, 1, 2]]
+        release.set()
+    assert writes.messages == [[0, 1, 2], [3, 4]]
+
+
+async def test_a_frame_given_up_before_a_message_took_it_is_never_written() -> None:
+    writes = Writes()
+    outbox = Outbox[CallFrame](writes)
+    writes.held = release = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(outbox.put, frame(0))
+        await writes.writing.wait()
+        nursery.start_soon(outbox.put, frame(1))  # waits for the lock, its frame waiting
+        gave_up = trio.CancelScope()
+
+        async def put_then_give_up() -> None:
+            with gave_up:
+                await outbox.put(frame(2))
+
+        nursery.start_soon(put_then_give_up)
+        await trio.testing.wait_all_tasks_blocked()
+        gave_up.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert writes.messages == [[0], [1]]
