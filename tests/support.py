@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import math
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -247,3 +249,9 @@ async def read_http_response(stream: trio.abc.ReceiveStream, connection: h11.Con
             body += bytes(event.data)
         elif isinstance(event, h11.EndOfMessage):
             return status, body
+
+
+def websocket_upgrade() -> dict[str, str]:
+    """The headers of a WebSocket opening request (a fresh key each time), for an HTTP client to send."""
+    return {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
+            "sec-websocket-key": base64.b64encode(os.urandom(16)).decode()}

@@ -22,6 +22,7 @@ dropped too.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -155,6 +156,11 @@ class _Link:
             if self._stream is not None:
                 await trio.aclose_forcefully(self._stream)
 
+    @property
+    def failed(self) -> bool:
+        """Whether the link is out of use for good: it failed to open, broke, or was dropped."""
+        return self.open.is_set() and not self.usable
+
     def drop(self) -> None:
         """Take the link out of use: calls waiting on it get None, and its task ends."""
         self.usable = False
@@ -189,10 +195,9 @@ class _Link:
         try:
             async with self._bytes:
                 if self.usable and stream is not None:
-                    await stream.send_all(self._ws.send(event))
-                    whole = True
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):  # dropped below
+                        await stream.send_all(self._ws.send(event))
+                        whole = True
         finally:
             if not whole:  # broken, or cancelled half-way: the next message could not be told from this one's rest
                 self.drop()
@@ -287,7 +292,7 @@ class ChannelLinks:
         """The status and body the node at ``address`` answered ``body`` with; None if it was not reached (or the
         links are not running), or the link broke before the answer."""
         link = self._links.get(address)
-        if link is None or not (link.usable or not link.open.is_set()):
+        if link is None or link.failed:
             if not self._running:
                 return None
             link = self._links[address] = _Link(address, self._sign)

@@ -3,8 +3,6 @@ worker's etcd, reached over HTTP as clients reach them."""
 
 from __future__ import annotations
 
-import base64
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,7 +21,7 @@ from controller.insight import kept_events, latest_id
 from controller.runtime.composition import Controller
 from tests.cluster.etcd_cluster import EtcdCluster
 from tests.cluster.in_process import HeldWatch
-from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, make_settings, serving
+from tests.support import ADMIN_PASSWORD, ADMIN_USERNAME, make_settings, serving, websocket_upgrade
 
 MGMT = "/edge/management/v1"
 CLIENT = "/edge/client/v1"
@@ -173,8 +171,7 @@ async def test_a_request_to_another_node_gets_the_owners_decision(etcd: EtcdClus
         assert a.engine.actors.handled >= handled[0] + 5 and b.engine.actors.handled == handled[1]
 
         # The internal channel opens no link unsigned, nor signed with anything but the network's key.
-        upgrade = {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
-                   "sec-websocket-key": base64.b64encode(os.urandom(16)).decode()}
+        upgrade = websocket_upgrade()
         for signed in ({}, {SIGNATURE_HEADER: "1:00"}, {SIGNATURE_HEADER: f"{time.time()}:{'0' * 64}"}):
             refused = await http.get(f"{a_url}{CHANNEL_PATH}", headers=upgrade | signed)
             assert refused.status_code == 403

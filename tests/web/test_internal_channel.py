@@ -3,8 +3,6 @@ of ``web/internal_channel.py`` served by the project's own server, with a router
 
 from __future__ import annotations
 
-import base64
-import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,7 +23,7 @@ from controller.certificates.tls_contexts import TlsContexts
 from controller.cluster import call_signing
 from controller.cluster.channel import CHANNEL_PATH, HELLO, ChannelLinks
 from controller.etcd import connect
-from tests.support import seed_pki
+from tests.support import seed_pki, websocket_upgrade
 from web.internal_channel import InternalChannel
 from web.server import serve
 
@@ -210,8 +208,7 @@ async def test_a_link_not_signed_by_the_network_key_is_refused_and_so_is_a_call(
         async with links(lambda body: call_signing.signature(b"x" * 32, body, time.time())) as stranger:
             with trio.fail_after(10):
                 assert await stranger.call(served.url, b"hello") is None
-        upgrade = {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
-                   "sec-websocket-key": base64.b64encode(os.urandom(16)).decode()}
+        upgrade = websocket_upgrade()
         async with httpx.AsyncClient() as http:
             for signature in ({}, {call_signing.SIGNATURE_HEADER: "1:00"},
                               {call_signing.SIGNATURE_HEADER: call_signing.signature(KEY, b"other", time.time())}):
@@ -250,8 +247,7 @@ async def test_everything_else_goes_to_the_application(tmp_path: Path) -> None:
     async with channel_server(tmp_path) as (served, _), httpx.AsyncClient() as http:
         for path in ("/edge/client/v1/version", CHANNEL_PATH, CHANNEL_PATH + "/more"):
             assert (await http.post(served.url + path)).status_code == 204
-        upgrade = {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
-                   "sec-websocket-key": base64.b64encode(os.urandom(16)).decode()}
+        upgrade = websocket_upgrade()
         assert (await http.get(served.url + "/edge/internal/v1/other", headers=upgrade)).status_code == 403
         assert served.app_paths == [("http", "/edge/client/v1/version"), ("http", CHANNEL_PATH),
                                     ("http", CHANNEL_PATH + "/more"), ("websocket", "/edge/internal/v1/other")]
