@@ -7,7 +7,8 @@ by looking (``commit``, ``head_txns``, ``shipments``); the replica fed by a watc
 consistent read when empty or compacted (``replica``, ``local_replica``, ``replica_apply``, ``snapshot``), what it
 holds (``position``), and written without fsync under a guard naming the boot (``unsynced``); the batched read
 barrier (``freshness``); the scheduler turns a busy node gives before a quorum read or a txn (``turns``);
-initialising the network once and its shared PKI (``network``); membership by leases (``membership``); identity
+initialising the network once and its shared PKI (``network``); membership by leases (``membership``), and the
+lane heads of nodes that left retired (``lane_retirement``); identity
 actors sharded over the live nodes, each shard claimed under its owner's lease and every owner's writes fenced on it
 (``shards``, ``ownership``); calls for an identity routed to its owner over the signed internal channel, one
 WebSocket to each other node carrying many calls at once (``call_signing``, ``channel``), and a write's re-checks
@@ -31,6 +32,7 @@ from controller.cluster.commit import ReplicatedCommit
 from controller.cluster.forwarding import RoutedPosture
 from controller.cluster.freshness import ReadIndexBarrier
 from controller.cluster.keys import NetworkKeys
+from controller.cluster.lane_retirement import LaneRetirement
 from controller.cluster.local_replica import LocalReplica
 from controller.cluster.membership import Membership, NodeRecord, NodeView
 from controller.cluster.node import ClusterConfig, ClusterNode, ClusterUnreachable, connect
@@ -40,8 +42,8 @@ from controller.cluster.replica_apply import AppliedWrite
 from controller.cluster.shipments import Limits
 
 __all__ = [
-    "AppliedWrite", "ClusterConfig", "ClusterNode", "ClusterUnreachable", "Limits", "LocalReplica", "Membership",
-    "NetworkKeys",
+    "AppliedWrite", "ClusterConfig", "ClusterNode", "ClusterUnreachable", "LaneRetirement", "Limits", "LocalReplica",
+    "Membership", "NetworkKeys",
     "NodeRecord", "NodeView", "ReadIndexBarrier", "ReplicaService", "ReplicatedCommit", "RoutedPosture", "ShardHost",
     "ShardOwnership", "connect",
 ]

@@ -7,6 +7,9 @@
     PREFIX d/lane/NODE            a node's lane head, valued as the head: every write of NODE's lane (owner-fenced
                                   rows only its actors write, ``controller/cluster/commit.py``) puts it, guarded the
                                   same way; every write to d/ moves exactly one of the heads
+    PREFIX d/lane/                the lanes' retirement mark, a head that orders no writes: put in the txn that
+                                  deletes the lane head of a node that left (``controller/cluster/lane_retirement.py``),
+                                  so that a read barrier still waits for the retired lane's writes
     PREFIX d/r/KIND/ID            a row: the bytes the LMDB store holds for it (msgpack)
     PREFIX d/m/KEY                a meta key of the store (the default admin's id, the seeded config types, ...)
     PREFIX init                   who initialises the network, held with that node's lease; {state: done} once done
@@ -80,7 +83,8 @@ class NetworkKeys:
         self.data = raw + b"d/"
         self.head = self.data + b"head"
         self.lanes = self.data + b"lane/"
-        self.heads_end = self.data + b"lane0"  # every key from the head up to here is the head or a lane head
+        self.retired = self.lanes  # the retirement mark (no node's lane: a node's name is never empty)
+        self.heads_end = self.data + b"lane0"  # every key from the head up to here is the head, a lane head or the mark
         self._rows = self.data + b"r/"
         self._meta = self.data + b"m/"
         self.init = raw + b"init"

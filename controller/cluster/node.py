@@ -4,7 +4,8 @@ built in the order they need each other.
 :func:`connect` reaches etcd (or gives up with :class:`ClusterUnreachable` within :data:`CONNECT_WITHIN` seconds,
 before anything is written anywhere); :class:`ClusterNode` then joins (or initialises) the network and opens the
 replica. The runtime's task tree starts the services (:meth:`ClusterNode.membership`'s first, since joining needs
-the lease, then the replica's and the read barrier's once the writer runs).
+the lease, then the replica's and the read barrier's once the writer runs, and the retirement of departed nodes'
+lanes).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from controller.cluster.commit import ReplicatedCommit
 from controller.cluster.forwarding import HostedEngine, RoutedPosture
 from controller.cluster.freshness import ReadIndexBarrier
 from controller.cluster.keys import NetworkKeys
+from controller.cluster.lane_retirement import LaneRetirement
 from controller.cluster.local_replica import LocalReplica
 from controller.cluster.membership import Membership, NodeRecord
 from controller.cluster.network import InitClaim, Joined, install_pki, join_network
@@ -108,6 +110,7 @@ class ClusterNode:
         self.keys = NetworkKeys(config.prefix)
         self.instance = f"{os.uname().nodename}-{os.getpid()}-{os.urandom(4).hex()}"
         self.membership = Membership(etcd, self.keys, config.lease_ttl)
+        self.retirement = LaneRetirement(etcd, self.keys, self.membership)
         self.started_at = time.time()
         self._claim: InitClaim | None = None
         self.server_key_type = "rsa"
@@ -195,6 +198,7 @@ class ClusterNode:
             self.commit.node = self.name
         if self.ownership is not None:
             self.ownership.name = self.name
+        self.retirement.name = self.name
         await self.membership.join(NodeRecord(name=self.name, address=address, internal_address=internal,
                                               started_at=self.started_at, joined_at=time.time(),
                                               cert_pem=pki.server_cert_pem.decode("ascii"),

@@ -13,6 +13,9 @@ latest write with the chain below it. A head's chain is held up to:
   the chain at and below ``lane_base`` (its writes before this process, or not committed to the replica) counts
   only once ``applied`` is there. ``lane_base`` is None while no write of this process started the chain anew.
 
+The lanes' retirement mark (``controller/cluster/lane_retirement.py``) is a head whose chain is every write below it:
+held once ``applied`` is there, as any head this node writes no chain of.
+
 Own lane writes committed above ``applied`` are listed in ``own``, so that the watch, bringing them back, leaves
 them alone (a later own write of the same row is already there). A write of the network's chain at or below
 ``head`` is left alone for the same reason. And every key an own write above ``applied`` wrote is in ``own_keys``

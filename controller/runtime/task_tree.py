@@ -89,7 +89,8 @@ async def start_services(controller: Controller, nursery: trio.Nursery) -> Boots
     (it resumes after the last event it holds), the posture engine (it re-arms every persisted deadline); in cluster
     mode the replica (caught up with etcd, or rebuilt from it, before the event log's trim, bootstrap and serving)
     and the read barrier; bootstrap (a new data directory's first rows; every start records itself; in cluster mode
-    the network is then marked initialised), API-session expiry, the database operations and the server
+    the network is then marked initialised, and the shards' ownership and the lanes' retirement start), API-session
+    expiry, the database operations and the server
     certificate's renewal. Returns what bootstrap did."""
     await nursery.start(controller.writer.run)
     cluster = controller.cluster
@@ -110,6 +111,7 @@ async def start_services(controller: Controller, nursery: trio.Nursery) -> Boots
         assert cluster.ownership is not None and cluster.router is not None
         await nursery.start(cluster.router.run)
         await nursery.start(cluster.ownership.run)  # it claims shards once this node is announced
+        await nursery.start(cluster.retirement.run)  # it retires departed nodes' lanes once this node is announced
     await nursery.start(controller.sessions.run)
     if isinstance(controller.throttles, SharedThrottles):
         await nursery.start(controller.throttles.run)

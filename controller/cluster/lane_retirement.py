@@ -1,0 +1,100 @@
+"""Retiring the lane heads of nodes that left, so that the heads every write and every read barrier reads stay as
+many as the live nodes, however many nodes have come and gone.
+
+A node's lane head (``d/lane/NODE``, ``controller/cluster/keys.py``) orders that node's owner-fenced state writes.
+Once the node's lease is gone its actors' rows are its successors' to write, in their own lanes, and the head orders
+nothing more; but every committed txn and every read barrier reads all the heads, and a replica holds a head's chain
+only once it has applied it. So the head is not simply deleted: the txn that deletes it also puts the retirement mark
+(``d/lane/``), a head of its own whose mod revision is at least that of the retired lane's last write. A replica
+holds the mark's chain once it has applied every write up to it
+(:meth:`~controller.cluster.position.ReplicaPosition.holds_head`), so a read barrier anywhere still waits for the
+retired lane's writes, as it waited for the lane head itself.
+
+One node does it: the first live node by name (:func:`lanes_to_retire`). Each deletion compares the node's live key
+(absent: its lease is gone) and the lane head's mod revision as read, so a node that came back meanwhile, or a lane
+written since, is left alone, and two nodes retiring the same lane at once retire it once. A node that comes back
+finds its lane head absent and starts it anew (its first lane txn meets an absent head: one refused txn names it).
+A paused node whose lease expired cannot write in the lane it finds absent either: every lane write carries its
+owner's fences, which went with its lease.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterable
+
+import trio
+
+from controller.cluster.keys import HeadValue, NetworkKeys
+from controller.cluster.membership import Membership
+from controller.etcd import Compare, Delete, EtcdClient, EtcdError, Put
+
+__all__ = ["LaneRetirement", "lanes_to_retire", "retiring"]
+
+log = logging.getLogger("tollgate.cluster")
+
+_RETRY_PAUSE = 0.5
+
+
+def retiring(live: Collection[str], me: str) -> bool:
+    """Whether the node named ``me`` retires lanes while the nodes ``live`` are live: it is the first of them by
+    name."""
+    return bool(me) and me in live and min(live) == me
+
+
+def lanes_to_retire(lanes: Iterable[str], live: Collection[str], me: str) -> list[str]:
+    """The lanes (by node name) that the node ``me`` retires, of ``lanes`` found in etcd while the nodes ``live``
+    were live: every lane of a node not live if :func:`retiring`, else none."""
+    if not retiring(live, me):
+        return []
+    return sorted(name for name in lanes if name not in live)
+
+
+class LaneRetirement:
+    """Retires the lane heads of nodes that left, whenever the live nodes change (:meth:`run`)."""
+
+    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, membership: Membership) -> None:
+        self._etcd = etcd
+        self._keys = keys
+        self._membership = membership
+        self.name = ""  # this node's name, once it serves (it retires nothing before)
+        self._dirty = True
+        self._wake = trio.lowlevel.ParkingLot()
+        membership.on_change(self._mark)
+
+    def _mark(self) -> None:
+        self._dirty = True
+        self._wake.unpark_all()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Retire what is to retire now and after every change of the live nodes, until cancelled."""
+        task_status.started()
+        while True:
+            while not self._dirty:
+                await self._wake.park()
+            self._dirty = False
+            try:
+                await self._retire_gone()
+            except EtcdError as error:
+                log.debug("lanes of nodes that left were not retired yet", extra={"error": str(error)})
+                self._dirty = True
+                await trio.sleep(_RETRY_PAUSE)
+
+    async def _retire_gone(self) -> None:
+        live = self._membership.live().keys()
+        if not retiring(live, self.name):
+            return
+        found = await self._etcd.range(self._keys.lanes, self._keys.heads_end, keys_only=True)
+        heads: dict[str, int] = {}
+        for kv in found.kvs:
+            parsed = self._keys.parse(kv.key)
+            if parsed is not None and parsed.lane is not None:
+                heads[parsed.lane] = kv.mod_revision
+        for name in lanes_to_retire(heads, live, self.name):
+            lane = self._keys.lane(name)
+            result = await self._etcd.txn(
+                [Compare.absent(self._keys.live_member(name)), Compare.unchanged(lane, heads[name])],
+                [Delete(lane), Put(self._keys.retired, HeadValue(f"retired {name}", self.name).encode())])
+            if result.succeeded:
+                log.info("retired the lane of a node that left", extra={"node": name,
+                                                                         "revision": result.header.revision})
