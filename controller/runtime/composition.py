@@ -171,6 +171,8 @@ class Controller:
             metrics.collect_from(engine, sessions)
             if node is not None and node.commit is not None and node.freshness is not None:
                 metrics.collect_cluster(node.commit, node.etcd, node.freshness)
+            if node is not None and node.ownership is not None and node.local is not None:
+                metrics.collect_cluster_health(node.membership, node.ownership, node.local)
         sessions.restore()
         return cls(settings=settings, clock=clock, registry=registry, store=store, writer=writer, domain=domain,
                    hashing=hashing, sessions=sessions, engine=engine, posture=posture,

@@ -1,12 +1,14 @@
-"""Prometheus metrics of one controller: its own registry, the few instruments events update, and one collector that
-reads everything else when scraped.
+"""Prometheus metrics of one controller: its own registry, the few instruments events update, and the collectors that
+read everything else when scraped.
 
 What happens per event costs a counter increment or a histogram observation, nothing more: an HTTP request (by route
 template, never the raw path, so label values stay bounded), a refused login (by method and error code), a group
 commit (its duration and its number of writes). Everything that is a count of something held (live and parked
 identity actors, pending deadlines, API sessions) or already counted by its owner (deadlines fired, sessions revoked
 by cause, the deadlines' lateness, which :class:`~actors.lateness.LatenessRecorder` keeps in a constant-memory
-histogram) is read by :class:`_ControllerCollector` at scrape time: no gauge is updated on every change and no task
+histogram) is read by :class:`_ControllerCollector` at scrape time, and on a cluster node what its parts count and
+hold (write conflicts, etcd requests, the read barrier's rounds; the nodes online, the shards hosted, the replica's
+revision) by ``_ClusterCollector`` and ``_ClusterHealthCollector``: no gauge is updated on every change and no task
 polls.
 
 Each controller gets its own :class:`prometheus_client.CollectorRegistry` (never the process-wide default one: a test
@@ -18,7 +20,7 @@ and hands it to what reports to it: the writer (each group commit), the logins (
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -26,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from actors.lateness import LatenessHistogram
 from controller.authentication.api_sessions import ApiSessions
+from controller.cluster import NodeView
 from controller.posture.engine import PostureEngine
 from controller.posture.machine import REVOKE_CAUSES
 
@@ -86,6 +89,11 @@ class Metrics:
         what answered its read barrier's rounds. Call once."""
         self.registry.register(_ClusterCollector(commit, etcd, barrier))
 
+    def collect_cluster_health(self, membership: NodeListing, shards: HostedShards, replica: ReplicaProgress) -> None:
+        """Read, at each scrape, how many of a cluster's nodes are online, how many shards this node hosts, and how
+        far its replica has applied etcd's history. Call once."""
+        self.registry.register(_ClusterHealthCollector(membership, shards, replica))
+
     def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
         """Count one answered request. ``route`` is the matched rule (``/edge/management/v1/identities/<id>``), None
         when no rule matched; a method outside the standard ones is counted as ``other``."""
@@ -127,6 +135,28 @@ class BarrierRounds(Protocol):
     ridden: int
 
 
+class NodeListing(Protocol):
+    """What the metrics read of a cluster node's membership."""
+
+    def nodes(self) -> Iterable[NodeView]:
+        """Every node that ever joined, with whether its lease lives."""
+
+
+class HostedShards(Protocol):
+    """What the metrics read of a cluster node's shard ownership."""
+
+    def owned(self) -> list[int]:
+        """The shards whose identity actors this node hosts."""
+
+
+class ReplicaProgress(Protocol):
+    """What the metrics read of a cluster node's replica."""
+
+    @property
+    def applied(self) -> int:
+        """The etcd revision up to which the replica holds every write."""
+
+
 class _ClusterCollector:
     def __init__(self, commit: WriteConflicts, etcd: EtcdRequests, barrier: BarrierRounds) -> None:
         self._commit = commit
@@ -149,6 +179,26 @@ class _ClusterCollector:
         rounds.add_metric(["quorum read"], self._barrier.rounds)
         rounds.add_metric(["write txn"], self._barrier.ridden)
         yield rounds
+
+
+class _ClusterHealthCollector:
+    def __init__(self, membership: NodeListing, shards: HostedShards, replica: ReplicaProgress) -> None:
+        self._membership = membership
+        self._shards = shards
+        self._replica = replica
+
+    def collect(self) -> Iterator[Metric]:
+        nodes = GaugeMetricFamily("tollgate_cluster_nodes", "Nodes that ever joined the network, by whether their "
+                                  "lease lives (online) as this node sees it.", labels=["online"])
+        online = [view.online for view in self._membership.nodes()]
+        nodes.add_metric(["true"], online.count(True))
+        nodes.add_metric(["false"], online.count(False))
+        yield nodes
+        yield GaugeMetricFamily("tollgate_cluster_shards_hosted", "Virtual shards whose identity actors this node "
+                                "hosts now.", value=len(self._shards.owned()))
+        yield GaugeMetricFamily("tollgate_cluster_replica_revision", "The etcd revision up to which this node's "
+                                "replica holds every write: a node whose figure stays below the others' is behind.",
+                                value=self._replica.applied)
 
 
 class _ControllerCollector:

@@ -1,5 +1,6 @@
 """Cluster nodes in this process, on the worker's etcd: the seams part B builds on (write conditions checked by etcd,
-the feed of applied writes), batches split within etcd's limits, and lost answers settled by looking."""
+the feed of applied writes), batches split within etcd's limits, lost answers settled by looking, and what the
+metrics show of a node."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import trio
 from prometheus_client import generate_latest
 
 from controller.cluster import AppliedWrite, freshness
+from controller.cluster.shards import SHARDS, desired_owner
 from controller.data.commit_step import ConditionFailed
 from controller.errors import ApiError
 from controller.etcd import Compare, CompareOp, CompareTarget, EtcdClient, Op, OutcomeUnknown, Put, TxnResult
@@ -248,3 +250,48 @@ async def test_a_write_txn_answers_the_read_barrier_round_waiting_when_it_was_se
         assert barrier.ridden == ridden + 1 and a.cluster.etcd.requests.get("kv/range", 0) == reads
         exposition = generate_latest(a.metrics.registry).decode()
         assert f'tollgate_cluster_read_barrier_rounds_total{{answer="write txn"}} {float(barrier.ridden)}' in exposition
+
+
+def gauges(controller: Controller) -> dict[str, float]:
+    """The cluster health gauges of ``controller``'s metrics, by sample name and labels."""
+    assert controller.metrics is not None
+    found: dict[str, float] = {}
+    for line in generate_latest(controller.metrics.registry).decode().splitlines():
+        if line.startswith("tollgate_cluster_") and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            found[name] = float(value)
+    return found
+
+
+async def test_the_metrics_show_the_nodes_online_the_shards_hosted_and_the_replicas_revision(
+        etcd: EtcdCluster, prefix: str, tmp_path: Path) -> None:
+    async with node(etcd, prefix, tmp_path, "a", metrics_address="127.0.0.1:0") as a:
+        assert a.cluster is not None and a.cluster.ownership is not None
+        ownership = a.cluster.ownership
+        async with node(etcd, prefix, tmp_path, "b") as b:
+            a_shards = [shard for shard in range(SHARDS) if desired_owner(shard, ["a", "b"]) == "a"]
+
+            async def shared() -> bool:  # b has claimed its shards from a, and holds them (it releases none)
+                return ownership.owned() == a_shards
+
+            await wait_until(shared, 10)
+            service = await create_service(b)
+            with trio.fail_after(10):
+                await a.freshness.wait_fresh()
+            before = local_of(a).applied
+            seen = gauges(a)
+            assert before <= seen["tollgate_cluster_replica_revision"] <= local_of(a).applied  # the watch goes on
+            assert seen['tollgate_cluster_nodes{online="true"}'] == 2
+            assert seen['tollgate_cluster_nodes{online="false"}'] == 0
+            assert seen["tollgate_cluster_shards_hosted"] == len(a_shards)
+            row = (await a.cluster.etcd.range(a.cluster.keys.row("services", service["id"]))).kvs[0]
+            assert before >= row.mod_revision  # b's write is in a's replica, and counted
+
+        async def alone() -> bool:  # b has gone: a hosts every shard
+            return len(ownership.owned()) == SHARDS
+
+        await wait_until(alone, 10)
+        seen = gauges(a)
+        assert seen['tollgate_cluster_nodes{online="true"}'] == 1
+        assert seen['tollgate_cluster_nodes{online="false"}'] == 1  # b is still known, offline
+        assert seen["tollgate_cluster_shards_hosted"] == SHARDS
