@@ -286,16 +286,17 @@ class ReplicatedCommit:
 
     async def _settle(self, write_id: str, head_key: bytes, at: int, deadline: float) -> int | None:
         """The revision of the txn ``write_id``, guarded on ``at`` of the head ``head_key`` and lost, or None if it
-        did not commit: fence that head past it, let the replica reach where the head is, and look whether it saw
-        the write go by."""
+        did not commit: fence that head past it, let the replica apply every write up to where the fence found the
+        head (or, the head gone, the lane's retirement: :class:`Fenced`), and look whether it saw the write go
+        by."""
         self._local.look_for(write_id)
         main = head_key == self._keys.head
         revision: int | None = None
         try:
-            fenced = await fence(self._etcd, head_key, at, HeadValue(self._new_id(), self.node), deadline)
+            fenced = await fence(self._etcd, self._keys, head_key, at, HeadValue(self._new_id(), self.node), deadline)
             if not main:
                 self._local.position.lane_moved(fenced.head)
-            await self._local.catch_up(fenced.head, deadline, main=main)
+            await self._local.catch_up(fenced.revision, deadline, main=False)
         except OutcomeUnknown:
             raise
         except Unavailable as error:

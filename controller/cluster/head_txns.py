@@ -84,7 +84,7 @@ def heads_of(result: object) -> dict[bytes, int]:
 
 def _found(result: object) -> KeyValue | None:
     assert isinstance(result, RangeResult)
-    return result.kvs[0] if result.kvs else None
+    return result.first
 
 
 async def send_guarded(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, ops: Sequence[Op], head: int,
@@ -124,16 +124,21 @@ async def send_guarded(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, ops
 @dataclass(frozen=True, slots=True)
 class Fenced:
     """The head was moved past a lost txn: by the fence itself (``by_fence``, at ``head``), or by another write
-    (the head is at ``head``). Either way the lost txn can no longer commit."""
+    (the head is at ``head``; 0: it is absent, a lane retired). Either way the lost txn can no longer commit; if it
+    did, it is among the writes up to ``revision``, the revision of a write under ``d/`` (the fence, the head's
+    latest write, or the lane's retirement), which the replica's watch brings."""
 
     head: int
     by_fence: bool
+    revision: int
 
 
-async def fence(etcd: EtcdClient, head_key: bytes, head: int, fence_value: HeadValue, deadline: float) -> Fenced:
+async def fence(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, head: int, fence_value: HeadValue,
+                deadline: float) -> Fenced:
     """Make sure no txn guarded on ``head`` of the head ``head_key`` can commit from now on: put that head (with
-    ``fence_value``) if it is still at ``head``, else learn where it is. The fence is itself guarded on ``head``, so
-    trying it again after a lost answer can only fail harmlessly.
+    ``fence_value``) if it is still at ``head``, else learn where it is (or, a lane head gone, when its lane was
+    retired). The fence is itself guarded on ``head``, so trying it again after a lost answer can only fail
+    harmlessly.
 
     Raises:
         Unavailable: etcd did not let it be settled by ``deadline``.
@@ -143,13 +148,16 @@ async def fence(etcd: EtcdClient, head_key: bytes, head: int, fence_value: HeadV
         while True:
             try:
                 result = await etcd.txn([head_compare(head_key, head)], [Put(head_key, fence_value.encode())],
-                                        [Range(head_key, keys_only=True)])
+                                        [Range(head_key, keys_only=True), Range(keys.retired, keys_only=True)])
             except Unavailable as error:  # OutcomeUnknown too: the next try tells
                 last = error
                 await trio.sleep(RETRY_PAUSE)
                 continue
             if result.succeeded:
-                return Fenced(result.header.revision, by_fence=True)
-            found = _found(result.responses[0])
-            return Fenced(found.mod_revision if found is not None else 0, by_fence=False)
+                return Fenced(result.header.revision, by_fence=True, revision=result.header.revision)
+            found, mark = _found(result.responses[0]), _found(result.responses[1])
+            if found is not None:
+                return Fenced(found.mod_revision, by_fence=False, revision=found.mod_revision)
+            # Gone since it stood at ``head``: only a lane's retirement deletes a head, and puts the mark with it.
+            return Fenced(0, by_fence=False, revision=mark.mod_revision if mark is not None else result.header.revision)
     raise Unavailable(f"etcd did not settle a write's outcome before its deadline: {last}") from last

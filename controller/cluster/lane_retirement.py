@@ -10,26 +10,29 @@ holds the mark's chain once it has applied every write up to it
 (:meth:`~controller.cluster.position.ReplicaPosition.holds_head`), so a read barrier anywhere still waits for the
 retired lane's writes, as it waited for the lane head itself.
 
-One node does it: the first live node by name (:func:`lanes_to_retire`). Each deletion compares the node's live key
-(absent: its lease is gone) and the lane head's mod revision as read, so a node that came back meanwhile, or a lane
-written since, is left alone, and two nodes retiring the same lane at once retire it once. A node that comes back
-finds its lane head absent and starts it anew (its first lane txn meets an absent head: one refused txn names it).
-A paused node whose lease expired cannot write in the lane it finds absent either: every lane write carries its
-owner's fences, which went with its lease.
+One node does it: the first live node by name (:func:`lanes_to_retire`), whenever the live nodes change. Each
+deletion compares the node's live key (absent: its lease is gone) and the lane head's mod revision as read, so a node
+that came back meanwhile is left alone, a lane written since is read again and retired as it is now, and two nodes
+retiring the same lane at once retire it once. A node that comes back starts its lane anew: a new process begins
+with an absent head, and a running one whose lease lapsed meets the absent head once (one refused txn names it).
+Such a node cannot write data in the lane it finds absent while its lease is gone, since every lane write carries
+its owner's fences, which went with the lease; but settling a lane txn whose answer was lost puts the head without
+fences (``controller/cluster/head_txns.py``, :func:`fence`), so a node away may leave its head behind once more.
+That head is retired at the next change of the live nodes.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Protocol
 
 import trio
 
 from controller.cluster.keys import HeadValue, NetworkKeys
-from controller.cluster.membership import Membership
-from controller.etcd import Compare, Delete, EtcdClient, EtcdError, Put
+from controller.etcd import Compare, Delete, EtcdClient, EtcdError, Put, Range, RangeResult
 
-__all__ = ["LaneRetirement", "lanes_to_retire", "retiring"]
+__all__ = ["LaneRetirement", "LiveNodes", "lanes_to_retire", "retiring"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -50,10 +53,20 @@ def lanes_to_retire(lanes: Iterable[str], live: Collection[str], me: str) -> lis
     return sorted(name for name in lanes if name not in live)
 
 
+class LiveNodes(Protocol):
+    """What the retirement reads of the membership (``controller/cluster/membership.py``)."""
+
+    def live(self) -> Mapping[str, object]:
+        """The nodes whose lease lives now, by name."""
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (quick, never blocking) whenever the live nodes change."""
+
+
 class LaneRetirement:
     """Retires the lane heads of nodes that left, whenever the live nodes change (:meth:`run`)."""
 
-    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, membership: Membership) -> None:
+    def __init__(self, etcd: EtcdClient, keys: NetworkKeys, membership: LiveNodes) -> None:
         self._etcd = etcd
         self._keys = keys
         self._membership = membership
@@ -76,11 +89,12 @@ class LaneRetirement:
             try:
                 await self._retire_gone()
             except EtcdError as error:
-                log.debug("lanes of nodes that left were not retired yet", extra={"error": str(error)})
+                log.warning("lanes of nodes that left were not retired yet", extra={"error": str(error)})
                 self._dirty = True
                 await trio.sleep(_RETRY_PAUSE)
 
     async def _retire_gone(self) -> None:
+        """If this node retires lanes (:func:`retiring`), retire the lane of every node not live now."""
         live = self._membership.live().keys()
         if not retiring(live, self.name):
             return
@@ -91,10 +105,22 @@ class LaneRetirement:
             if parsed is not None and parsed.lane is not None:
                 heads[parsed.lane] = kv.mod_revision
         for name in lanes_to_retire(heads, live, self.name):
-            lane = self._keys.lane(name)
+            await self._retire(name, heads[name])
+
+    async def _retire(self, name: str, mod: int) -> None:
+        """Delete the lane head of the node ``name``, found at ``mod``, while that node is not live."""
+        lane, member = self._keys.lane(name), self._keys.live_member(name)
+        while True:
             result = await self._etcd.txn(
-                [Compare.absent(self._keys.live_member(name)), Compare.unchanged(lane, heads[name])],
-                [Delete(lane), Put(self._keys.retired, HeadValue(f"retired {name}", self.name).encode())])
+                [Compare.absent(member), Compare.unchanged(lane, mod)],
+                [Delete(lane), Put(self._keys.retired, HeadValue(f"retired {name}", self.name).encode())],
+                [Range(member, keys_only=True), Range(lane, keys_only=True)])
             if result.succeeded:
                 log.info("retired the lane of a node that left", extra={"node": name,
                                                                          "revision": result.header.revision})
+                return
+            member_now, lane_now = result.responses
+            assert isinstance(member_now, RangeResult) and isinstance(lane_now, RangeResult)
+            if member_now.first is not None or lane_now.first is None:  # the node came back, or its lane is gone
+                return
+            mod = lane_now.first.mod_revision  # written since it was read (a lost txn settled): retire it as it is

@@ -155,8 +155,7 @@ class EtcdClient:
 
     async def get(self, key: Bytes, *, revision: int = 0, serializable: bool = False) -> KeyValue | None:
         """One key, or None if it does not exist."""
-        result = await self.range(key, revision=revision, serializable=serializable)
-        return result.kvs[0] if result.kvs else None
+        return (await self.range(key, revision=revision, serializable=serializable)).first
 
     async def put(self, key: Bytes, value: Bytes, *, lease: int = 0, prev_kv: bool = False) -> PutResult:
         """Set a key (attached to ``lease`` unless 0). LeaseNotFound if the lease does not exist."""

@@ -56,6 +56,11 @@ class RangeResult(msgspec.Struct, frozen=True):
     more: bool = False
     count: int = 0
 
+    @property
+    def first(self) -> KeyValue | None:
+        """The first key found (the only one, for a range of one key), or None."""
+        return self.kvs[0] if self.kvs else None
+
 
 class PutResult(msgspec.Struct, frozen=True):
     """A put's revision, and the key's value before it when ``prev_kv`` was asked (None if it did not exist)."""
