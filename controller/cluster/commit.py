@@ -16,12 +16,17 @@ keeps the later of the two, ``ReplicaPosition.shadows``), and the owner's fences
 replica then stands is kept by :class:`~controller.cluster.position.ReplicaPosition`.
 
 Each mutation is whole in one txn; one too large for any is refused (413 ``WRITE_TOO_LARGE``). A lost answer is
-settled by looking, never by sending again. etcd refusing writes (no quorum) until the batch's deadline: 503
-``CLUSTER_UNAVAILABLE``, nothing written.
+settled by looking, never by sending again. etcd refusing writes (no quorum) until the batch's deadline, or refusing
+one outright (out of space): 503 ``CLUSTER_UNAVAILABLE``, nothing written (``applied: no``); a txn the deadline cut
+off, or whose answer could not be settled in time: 503, ``applied: unknown``; the mutations of a batch's txns that
+committed before it broke off are answered as written, or, should the replica not show them within
+:data:`SHOW_GRACE`, 503 ``applied: yes``. Whatever happens, the replica's transaction is ended and every caller is
+answered.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -44,16 +49,20 @@ from controller.cluster.turns import busy, give_turns
 from controller.data.commit_step import Answer, ConditionFailed, Queued
 from controller.data.local_commit import apply_yielding
 from controller.errors import ApiError, nested_cause
-from controller.etcd import Compare, Delete, EtcdClient, Op, OutcomeUnknown, Put, Unavailable
+from controller.etcd import Compare, Delete, EtcdClient, EtcdError, Op, OutcomeUnknown, Put, Unavailable
 from storage.batch import Outcome
 from storage.store import WriteTxn
 
-__all__ = ["PROBE_DEADLINE", "WRITE_DEADLINE", "ReplicatedCommit"]
+__all__ = ["PROBE_DEADLINE", "SHOW_GRACE", "WRITE_DEADLINE", "ReplicatedCommit"]
 
 log = logging.getLogger("tollgate.cluster")
 
 WRITE_DEADLINE = 3.5
 """Seconds a batch may take to reach etcd (an election included) before its callers are answered 503."""
+SHOW_GRACE = 1.0
+"""Seconds past a batch's deadline in which the replica may still show the writes etcd committed before the batch
+broke off, before their callers are answered 503 all the same (saying that etcd holds them): within the 5 s a write
+takes at most."""
 PROBE_DEADLINE = 1.0
 """The deadline of a batch right after one that found etcd unavailable: callers queued meanwhile are answered
 within the same bound as the ones before them."""
@@ -64,6 +73,18 @@ def _unavailable(error: Unavailable) -> ApiError:
     the quorum is back, whole: each mutation is one txn)."""
     applied = "unknown" if isinstance(error, OutcomeUnknown) else "no"
     return ApiError("CLUSTER_UNAVAILABLE", nested_cause(str(error), "CLUSTER_UNAVAILABLE", {"applied": applied}))
+
+
+def _unshown(error: Unavailable) -> ApiError:
+    """503 for a write etcd committed that this node's replica did not apply in time: it is written."""
+    return ApiError("CLUSTER_UNAVAILABLE", nested_cause(f"etcd holds the write; this node's replica did not show it "
+                                                        f"in time: {error}", "CLUSTER_UNAVAILABLE", {"applied": "yes"}))
+
+
+def _refused(error: EtcdError) -> ApiError:
+    """503 for a write etcd refused (out of space, say): it was not applied."""
+    return ApiError("CLUSTER_UNAVAILABLE", nested_cause(f"etcd refused the write: {error}", "CLUSTER_UNAVAILABLE",
+                                                        {"applied": "no"}))
 
 
 class Rides(Protocol):
@@ -152,25 +173,34 @@ class ReplicatedCommit:
             self._recently_unavailable = True
             for i in todo:
                 outcomes[i] = Outcome(error=_unavailable(error))
+        except Exception as error:  # a failure that stops the writer: its callers are answered first
+            for i in todo:
+                outcomes[i] = Outcome(error=error)
+            answer([outcome if outcome is not None else Outcome() for outcome in outcomes],
+                   time.perf_counter() - started)
+            raise
         answer([outcome if outcome is not None else Outcome() for outcome in outcomes], time.perf_counter() - started)
 
     async def _attempt(self, items: Sequence[Queued], deadline: float) -> dict[int, Outcome]:
         """Run ``items`` once on the replica and try to commit them; the outcomes settled (by position). Those left
-        out run again: another node wrote first, or a txn before theirs failed."""
+        out run again: another node wrote first, or a txn before theirs failed. Whatever happens, the replica's
+        transaction is ended before this returns or raises."""
         txn, raw = await self._local.begin(record=True)
+        opened = _Opened(self._local, raw)
         try:
-            outcomes, broken = await apply_yielding(self._local.store, txn, [item.mutation for item in items])
-        except BaseException:
-            await self._local.end(raw, commit=False)
-            raise
+            return await self._run(items, txn, opened, deadline)
+        finally:
+            await opened.end(commit=False)  # a no-op once committed or ended
+
+    async def _run(self, items: Sequence[Queued], txn: WriteTxn, opened: _Opened,
+                   deadline: float) -> dict[int, Outcome]:
+        outcomes, broken = await apply_yielding(self._local.store, txn, [item.mutation for item in items])
         conditions = [_conditions(item) for item in items]  # complete once each mutation has begun
         if broken is not None:
-            await self._local.end(raw, commit=False)
             return {i: Outcome(error=broken) for i in range(len(items))}
         writes = [outcome.writes if outcome.error is None else None for outcome in outcomes]
         plan = plan_txns(self._keys, writes, [len(c) for c in conditions], self._limits)
         if plan.too_large:
-            await self._local.end(raw, commit=False)
             for index in plan.too_large:
                 refused = writes[index]
                 assert refused is not None
@@ -181,7 +211,6 @@ class ReplicatedCommit:
                                  f"{self._limits.max_request_bytes} bytes in one transaction", "WRITE_TOO_LARGE")
             return {i: Outcome(error=ApiError("WRITE_TOO_LARGE", cause)) for i in plan.too_large}
         if not plan.txns:  # nothing written: nothing to ship
-            await self._local.end(raw, commit=False)
             return dict(enumerate(outcomes))
         lane = in_lane(writes, conditions, self._owned_kinds)
         position = self._local.position
@@ -193,7 +222,7 @@ class ReplicatedCommit:
         revisions: list[int] = []
         written: list[list[bytes]] = []  # the keys each committed txn wrote
         try:
-            for part in plan.txns:
+            for number, part in enumerate(plan.txns):
                 write_id = self._new_id()
                 sent.append(write_id)
                 self._local.announce([write_id])
@@ -202,18 +231,30 @@ class ReplicatedCommit:
                 try:
                     result = await self._send(head_key, ops, at, HeadValue(write_id, self.node), guards, deadline)
                 except OutcomeUnknown:
-                    await self._local.end(raw, commit=False)
+                    await opened.end(commit=False)
                     if lane:  # it may have committed, and will not be in the replica before the watch brings it
                         position.lane_skipped()
-                    revision = await self._settle(write_id, head_key, at, deadline)
+                    try:
+                        revision = await self._settle(write_id, head_key, at, deadline)
+                    except OutcomeUnknown as unknown:
+                        settled = await self._partial(outcomes, done, at, lane, deadline)
+                        settled.update((i, Outcome(error=_unavailable(unknown))) for i in part)
+                        return settled  # the txns after it were not sent: they run again
                     if revision is not None:
                         done, at = done + part, revision
                     return await self._partial(outcomes, done, at, lane, deadline)
                 except Unavailable:
-                    await self._local.end(raw, commit=False)
+                    await opened.end(commit=False)
                     if done:
                         return await self._partial(outcomes, done, at, lane, deadline)
                     raise
+                except EtcdError as error:  # refused, not applied (etcd out of space, say): nor are the txns after
+                    await opened.end(commit=False)
+                    log.warning("etcd refused a write", extra={"error": str(error)})
+                    settled = await self._partial(outcomes, done, at, lane, deadline)
+                    refusal = Outcome(error=_refused(error))
+                    settled.update((i, refusal) for later in plan.txns[number:] for i in later)
+                    return settled
                 if isinstance(result, Committed):
                     done, at, committed = done + part, result.revision, result
                     revisions.append(at)
@@ -221,21 +262,25 @@ class ReplicatedCommit:
                     if lane:
                         position.lane_shipped(at)
                     continue
-                await self._local.end(raw, commit=False)
+                await opened.end(commit=False)
                 settled = await self._partial(outcomes, done, at, lane, deadline)
                 if isinstance(result, Conflict):
                     if lane:  # the lane head was moved before this process, or by a fence: not another node's write
                         position.lane_moved(result.head)
                     else:
                         self.conflicts += 1
-                        await self._local.catch_up(result.head, deadline, main=True)
+                        with contextlib.suppress(Unavailable):  # the next run meets the head again, or the deadline
+                            await self._local.catch_up(result.head, deadline, main=True)
                 elif isinstance(result, Refused):
                     owners = [position for position in part for _ in conditions[position]]
-                    error = ConditionFailed("a condition of the write did not hold")
-                    settled.update((owners[index], Outcome(error=error)) for index in result.failed)
+                    unmet = ConditionFailed("a condition of the write did not hold")
+                    # None named (a condition judged here otherwise than etcd judged it): every fenced one fails,
+                    # rather than the batch running again until its deadline.
+                    failed = {owners[index] for index in result.failed} or {i for i in part if conditions[i]}
+                    settled.update((index, Outcome(error=unmet)) for index in failed or part)
                 return settled
             assert committed is not None
-            await self._commit_local(txn, raw, lane, compared, revisions, committed.heads, written)
+            await self._commit_local(txn, opened, lane, compared, revisions, committed.heads, written)
             return dict(enumerate(outcomes))
         finally:
             # Applied by now, or never to be: nothing is left to recognise as this node's own.
@@ -253,7 +298,7 @@ class ReplicatedCommit:
             if ride is not None:
                 ride(result.heads if isinstance(result, Committed) else None)
 
-    async def _commit_local(self, txn: WriteTxn, raw: lmdb.Transaction, lane: bool, compared: int,
+    async def _commit_local(self, txn: WriteTxn, opened: _Opened, lane: bool, compared: int,
                             revisions: list[int], heads: dict[bytes, int], written: list[list[bytes]]) -> None:
         """Etcd holds the batch (its txns committed at ``revisions`` writing the keys ``written``, the first guarded
         on ``compared``, the last leaving the heads at ``heads``): commit the same transaction to the replica,
@@ -266,7 +311,7 @@ class ReplicatedCommit:
         if after.head != position.head:
             txn.set_meta(HEAD_META, after.head, local=True)
         txn.set_meta(APPLIED_META, after.applied, local=True)  # the watch may have moved it on since it was recorded
-        await self._local.end(raw, commit=True)
+        await opened.end(commit=True)
         position.committed(lane=lane, compared=compared, revisions=revisions, heads=heads, written=written)
         self._local.moved_on()
         if shipped is not None:
@@ -277,38 +322,63 @@ class ReplicatedCommit:
                        deadline: float) -> dict[int, Outcome]:
         """Mutations ``done`` were committed, the last at revision ``at`` (in the lane if ``lane``), by txns of their
         own before the batch broke off: answered once the replica has applied them (its watch brings them, and
-        their callers' listeners announce them)."""
-        if done:
-            if lane:
-                self._local.position.lane_skipped()
-            await self._local.catch_up(at, deadline, main=not lane)
+        their callers' listeners announce them), or, should it not within :data:`SHOW_GRACE` after the batch's
+        deadline, 503 saying that etcd holds them."""
+        if not done:
+            return {}
+        if lane:
+            self._local.position.lane_skipped()
+        try:
+            await self._local.catch_up(at, deadline + SHOW_GRACE, main=not lane)
+        except Unavailable as error:
+            return dict.fromkeys(done, Outcome(error=_unshown(error)))
         return {i: outcomes[i] for i in done}
 
     async def _settle(self, write_id: str, head_key: bytes, at: int, deadline: float) -> int | None:
         """The revision of the txn ``write_id``, guarded on ``at`` of the head ``head_key`` and lost, or None if it
         did not commit: fence that head past it, let the replica apply every write up to where the fence found the
         head (or, the head gone, the lane's retirement: :class:`Fenced`), and look whether it saw the write go
-        by."""
+        by. Once seen, the write is committed whatever the settling met after.
+
+        Raises:
+            OutcomeUnknown: whether it committed could not be learned by ``deadline``.
+        """
         self._local.look_for(write_id)
         main = head_key == self._keys.head
-        revision: int | None = None
+        failure: Unavailable | None = None
         try:
             fenced = await fence(self._etcd, self._keys, head_key, at, HeadValue(self._new_id(), self.node), deadline)
             if not main:
                 self._local.position.lane_moved(fenced.head)
             await self._local.catch_up(fenced.revision, deadline, main=False)
-        except OutcomeUnknown:
-            raise
-        except Unavailable as error:
-            raise OutcomeUnknown(f"etcd received a write and its outcome could not be learned: {error}") from error
+        except Unavailable as error:  # OutcomeUnknown too
+            failure = error
         finally:
             revision = self._local.seen(write_id)
         if revision == LOST:
             raise OutcomeUnknown("the replica was rebuilt before a write's outcome could be seen")
+        if revision is None and failure is not None:
+            if isinstance(failure, OutcomeUnknown):
+                raise failure
+            raise OutcomeUnknown(f"etcd received a write and its outcome could not be learned: {failure}") from failure
         return revision
 
     def _new_id(self) -> str:
         return f"{self._prefix}.{next(self._ids)}"
+
+
+class _Opened:
+    """The replica's write transaction of one run of a batch, ended exactly once."""
+
+    def __init__(self, local: LocalReplica, raw: lmdb.Transaction) -> None:
+        self._local = local
+        self._raw: lmdb.Transaction | None = raw
+
+    async def end(self, *, commit: bool) -> None:
+        """Commit or abort it; nothing if it has ended."""
+        raw, self._raw = self._raw, None
+        if raw is not None:
+            await self._local.end(raw, commit=commit)
 
 
 def _keys_written(ops: Sequence[Op]) -> list[bytes]:

@@ -100,16 +100,20 @@ async def send_guarded(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, ops
     success = [*ops, Put(head_key, head_value.encode()), heads_read(keys)]
     failure: list[Op] = [Range(head_key, keys_only=True), *(Range(c.key) for c in conditions)]
     last: Unavailable | None = None
+    out = False  # a try is under way: the deadline may cut it after etcd received it
     with trio.move_on_at(deadline):
         while True:
+            out = True
             try:
                 result = await etcd.txn(compares, success, failure)
             except OutcomeUnknown:
                 raise
-            except Unavailable as error:
+            except Unavailable as error:  # refused, not applied
+                out = False
                 last = error
                 await trio.sleep(RETRY_PAUSE)
                 continue
+            out = False
             if result.succeeded:
                 return Committed(result.header.revision, heads_of(result.responses[-1]))
             found = _found(result.responses[0])
@@ -118,6 +122,10 @@ async def send_guarded(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, ops
                 return Conflict(now)
             return Refused([index for index, condition in enumerate(conditions)
                             if not condition_holds(condition, _found(result.responses[index + 1]))])
+    if out:
+        # The client's own time-out ends with this deadline, and the outermost scope catches the cancellation, so
+        # the client cannot say so itself.
+        raise OutcomeUnknown("a write was sent and not answered before its deadline") from last
     raise Unavailable(f"etcd refused the write until its deadline: {last}") from last
 
 

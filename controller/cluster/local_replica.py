@@ -252,8 +252,9 @@ class LocalReplica:
             store.path = live
             await trio.to_thread.run_sync(functools.partial(shutil.rmtree, retired, ignore_errors=True))
             self._pending.clear()
-            for write_id in self._deciding:  # their history went with the old replica
-                self._deciding[write_id] = LOST
+            for write_id, seen in self._deciding.items():  # their history went with the old replica
+                if seen is None:
+                    self._deciding[write_id] = LOST
             log.info("replica rebuilt from etcd", extra={"revision": snapshot.revision, "changedRows": len(rows)})
             for part in rebuilt_parts(snapshot.revision, rows, changes, PUBLISH_PART):
                 self.publish(part)

@@ -23,6 +23,8 @@ _OP_OVERHEAD = 64
 # Room kept for the compares, the head's put and the request's own framing.
 _TXN_OVERHEAD = 4096
 _MARKER_OPS = 2  # the success branch's own operations: the head's put and the heads' read
+# A condition's bytes, generously: its compare (key and operand) and its read in the failure branch (the key again).
+_CONDITION_BYTES = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +71,14 @@ def plan_txns(keys: NetworkKeys, writes: Sequence[WriteSet | None], conditions: 
         if not written:
             continue
         own = _cost(keys, written)
-        own_size = sum(own.values())
+        own_size = sum(own.values()) + carried * _CONDITION_BYTES
         # The success branch holds every key once plus the head's put and the heads' read; the failure branch the
         # head and each condition's key.
         if len(own) + _MARKER_OPS > limits.max_txn_ops or 1 + carried > limits.max_txn_ops or own_size > budget_bytes:
             too_large.append(index)
             continue
-        added = sum(cost - costs.get(key, 0) for key, cost in own.items())  # a key written again counts once
+        # A key written again counts once; every condition counts.
+        added = sum(cost - costs.get(key, 0) for key, cost in own.items()) + carried * _CONDITION_BYTES
         fits = (len(costs.keys() | own.keys()) + _MARKER_OPS <= limits.max_txn_ops
                 and reads + carried <= limits.max_txn_ops and size + added <= budget_bytes)
         if current and not fits:
@@ -131,6 +134,8 @@ def txn_ops(keys: NetworkKeys, writes: WriteSet) -> list[Op]:
 def condition_holds(condition: Compare, found: KeyValue | None) -> bool:
     """Whether ``condition`` holds of the key as a read found it (None: absent), as etcd would judge it; for the
     failed txn whose compares are to be told apart."""
+    if found is None and condition.target is CompareTarget.VALUE:
+        return False  # etcd fails a compare of the value of a key that does not exist, whatever the operand
     kv = found if found is not None else KeyValue()
     actual: int | bytes
     match condition.target:
