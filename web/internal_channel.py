@@ -13,12 +13,14 @@ before anything of it is decoded. Each :class:`~controller.cluster.channel.CallF
 task of the link's own (the link is the request: its calls end with it), and answered with a
 :class:`~controller.cluster.channel.ReplyFrame` as soon as the router has the answer, whatever the order; answers
 ready together go in one message (an :class:`~controller.cluster.channel.Outbox`). A call larger than ``max_body``
-is answered 413 without reaching the router; a message that is not a list of call frames ends the link. Each call
+is answered 413 without reaching the router, and one the router fails on is answered 500 (logged), the link's other
+calls going on; a message that is not a list of call frames ends the link, once its calls have stopped. Each call
 is counted in the request metrics under the channel's path, method ``CALL``.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -31,10 +33,13 @@ from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, Outbox, R
 
 __all__ = ["InternalChannel"]
 
+log = logging.getLogger("tollgate.web")
+
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 _SIGNATURE = SIGNATURE_HEADER.lower().encode("latin-1")
 _TOO_LARGE = 413, b'{"error":{"code":"REQUEST_TOO_LARGE"}}'
+_FAILED = 500, b'{"error":{"code":"UNHANDLED"}}'
 _NOT_A_CALL = 1003  # WebSocket close code: a message this side cannot take
 _calls_decoder = msgspec.msgpack.Decoder(list[CallFrame])
 
@@ -88,6 +93,7 @@ class InternalChannel:
             await send({"type": "websocket.send", "bytes": message})
 
         replies = Outbox[ReplyFrame](write)
+        refused = False
         async with trio.open_nursery() as calls:
             while True:
                 message = await receive()
@@ -96,18 +102,26 @@ class InternalChannel:
                 try:
                     frames = _calls_decoder.decode(message.get("bytes") or b"")
                 except msgspec.DecodeError:
-                    await send({"type": "websocket.close", "code": _NOT_A_CALL})
+                    refused = True
                     break
                 for frame in frames:
                     calls.start_soon(self._answer, frame, replies)
-            calls.cancel_scope.cancel()  # the caller is gone: nobody to answer
+            calls.cancel_scope.cancel()  # the caller is gone, or refused: nobody to answer
+        if refused:  # once no call can answer any more: nothing is sent on a closed link
+            await send({"type": "websocket.close", "code": _NOT_A_CALL})
 
     async def _answer(self, frame: CallFrame, replies: Outbox[ReplyFrame]) -> None:
+        """Answer one call: each call is a request of its own, and this its boundary (one that fails is answered
+        500, and the link's other calls go on)."""
         started = time.perf_counter()
         if len(frame.body) > self._max_body:
             status, body = _TOO_LARGE
         else:
-            status, body = await self._router.serve(frame.signature, frame.body)
+            try:
+                status, body = await self._router.serve(frame.signature, frame.body)
+            except Exception:
+                log.exception("a forwarded call failed", extra={"call": frame.id})
+                status, body = _FAILED
         if self._metrics is not None:  # counted as its answer is ready, before it may wait for a message to go in
             self._metrics.request_done(CHANNEL_PATH, "CALL", status, time.perf_counter() - started)
         await replies.put(ReplyFrame(frame.id, status, body))

@@ -16,8 +16,9 @@ through both nodes' HTTP stacks.
 (the other node died, closed it, or sent something that is not WebSocket frames of answers) is dropped with every
 call waiting on it answered None ("not reached, or broken before the answer": the router asks the shard's next
 holder), and the next call opens a new one. A caller cancelled while it waits leaves the link as it is; the answer,
-if it comes, is dropped. A link whose write was cancelled half-way cannot be trusted to frame the next one, so it is
-dropped too.
+if it comes, is dropped; a message already taken is written whole all the same. A link whose write broke off, or
+took more than :data:`WRITE_WITHIN` (the other node reads nothing), cannot frame the next message, so it is dropped
+too.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ from wsproto.utilities import RemoteProtocolError
 from controller.cluster.call_signing import SIGNATURE_HEADER
 from controller.etcd import ConnectFailed, connect, split_url
 
-__all__ = ["CHANNEL_PATH", "HELLO", "CallFrame", "ChannelLinks", "Outbox", "ReplyFrame"]
+__all__ = ["CHANNEL_PATH", "HELLO", "MESSAGE_BYTES", "WRITE_WITHIN", "CallFrame", "ChannelLinks", "Outbox",
+           "ReplyFrame"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -56,6 +58,8 @@ CHANNEL_PATH = "/edge/internal/v1/channel"  # under /edge: no legacy-path rewrit
 HELLO = b"tollgate internal channel"
 """What the signature of a link's opening request signs."""
 _RECEIVE_SIZE = 65536
+WRITE_WITHIN = 5.0
+"""Seconds a link may take to write one message: a node that reads nothing for that long is taken for gone."""
 
 
 class CallFrame(msgspec.Struct, array_like=True, frozen=True):
@@ -80,33 +84,66 @@ _replies_decoder = msgspec.msgpack.Decoder(list[ReplyFrame])
 F = TypeVar("F", CallFrame, ReplyFrame)
 
 
+MESSAGE_BYTES = 1 << 20
+"""The most bytes of frames an :class:`Outbox` puts in one message (one larger frame goes alone): well under the
+16 MiB hypercorn takes in a WebSocket message, whatever the calls' sizes."""
+
+
+class _Slot(Generic[F]):
+    """A frame waiting in an :class:`Outbox`, and whether a message has taken it."""
+
+    __slots__ = ("frame", "size", "taken")
+
+    def __init__(self, frame: F) -> None:
+        self.frame: F = frame
+        self.size = len(frame.body) + 256  # the id, the status or signature, and the framing, generously
+        self.taken = False
+
+
 class Outbox(Generic[F]):
-    """Frames written as messages, each message a list of the frames waiting when it is written.
+    """Frames written as messages, each message a list of the frames waiting when it is written (at most
+    ``max_bytes`` of them, in order; the rest go in the next).
 
     :meth:`put` returns once its frame was written (by this task or by another's :meth:`put`). The first writer
     yields one scheduler turn before it takes the waiting frames, so that frames put in the same turn join it; frames
     put while it writes wait for the next message. A frame whose :meth:`put` is cancelled before a message took it
-    is never written. ``write`` writes one encoded message; what it raises reaches the task that called it.
+    is never written; a message taken is written whole even if the task writing it is cancelled meanwhile (``write``
+    bounds its own time). ``write`` writes one encoded message; what it raises reaches the task that called it.
     """
 
-    def __init__(self, write: Callable[[bytes], Awaitable[None]]) -> None:
+    def __init__(self, write: Callable[[bytes], Awaitable[None]], *, max_bytes: int = MESSAGE_BYTES) -> None:
         self._write = write
-        self._waiting: list[F] = []
+        self._max_bytes = max_bytes
+        self._waiting: list[_Slot[F]] = []
         self._writing = trio.Lock()
 
     async def put(self, frame: F) -> None:
-        self._waiting.append(frame)
+        slot = _Slot(frame)
+        self._waiting.append(slot)
         try:
             # Acquiring the lock is a checkpoint (as every Trio async function): the frames put in this turn are
             # waiting when the task that holds it goes on.
             async with self._writing:
-                if not self._waiting:
-                    return  # written with the message another put wrote
-                frames, self._waiting = self._waiting, []
-                await self._write(_encoder.encode(frames))
+                while not slot.taken:  # else written with a message another put wrote
+                    message = self._take()
+                    # Shielded: the frames are out of the queue, and half a message would leave the link unusable.
+                    with trio.CancelScope(shield=True):
+                        await self._write(_encoder.encode([taken.frame for taken in message]))
         finally:
-            if frame in self._waiting:  # given up before any message took it: it is never written
-                self._waiting.remove(frame)
+            if not slot.taken:  # given up before any message took it: it is never written
+                self._waiting.remove(slot)
+
+    def _take(self) -> list[_Slot[F]]:
+        message: list[_Slot[F]] = []
+        size = 0
+        for slot in self._waiting:
+            if message and size + slot.size > self._max_bytes:
+                break
+            slot.taken = True
+            message.append(slot)
+            size += slot.size
+        del self._waiting[:len(message)]
+        return message
 
 
 class _Answer:
@@ -188,18 +225,20 @@ class _Link:
         await self._send(Message(data=message))
 
     async def _send(self, event: Event) -> None:
-        """Write ``event`` whole, or drop the link: the calls waiting on it then get None. Framed only while the link
-        is usable (once the other node closed it, WebSocket frames no more of it)."""
+        """Write ``event`` whole within :data:`WRITE_WITHIN` seconds, or drop the link: the calls waiting on it then
+        get None. Framed only while the link is usable (once the other node closed it, WebSocket frames no more of
+        it)."""
         stream = self._stream
         whole = False
         try:
-            async with self._bytes:
-                if self.usable and stream is not None:
-                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):  # dropped below
-                        await stream.send_all(self._ws.send(event))
-                        whole = True
+            with trio.move_on_after(WRITE_WITHIN):
+                async with self._bytes:
+                    if self.usable and stream is not None:
+                        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):  # dropped below
+                            await stream.send_all(self._ws.send(event))
+                            whole = True
         finally:
-            if not whole:  # broken, or cancelled half-way: the next message could not be told from this one's rest
+            if not whole:  # broken, too slow (the other node reads nothing), or cut: what follows could not be framed
                 self.drop()
 
     async def _open(self, ssl_context: ssl.SSLContext, connect_timeout: float) -> None:

@@ -6,7 +6,9 @@ or removal, or a read of an identity's state goes to this node's engine when thi
 (or the error) the owner's engine gave, as a single node would give it. While nobody holds the shard (its owner
 died and its lease has not expired yet, or it is being handed on), the call waits for a holder, at most
 :attr:`RoutedPosture.within` seconds, then answers 503 ``CLUSTER_UNAVAILABLE``. An owner that lost the shard
-meanwhile answers "moved" and the call is routed again.
+meanwhile answers "moved" and the call is routed again. A call the owner did not answer while it still holds the
+shard (its link broke) is sent again at once, once, over a new link; after that it waits for the shard to change
+hands.
 
 **The internal channel.** A WebSocket to each other node's own listener (its address in its membership record), many
 calls in flight on each (``controller/cluster/channel.py``; ``web/internal_channel.py`` serves it). Each call is
@@ -161,6 +163,7 @@ class RoutedPosture:
     async def _call(self, op: str, identity_id: str, args: dict[str, Any]) -> Any:
         deadline = trio.current_time() + self.within
         ownership = self._ownership
+        again_at_once = True  # a link that broke under a live holder is opened anew at once, once
         while True:
             if ownership.owns(identity_id):
                 try:
@@ -175,7 +178,9 @@ class RoutedPosture:
                         call = _Call(op, identity_id, args, self._causality.position)
                         return await self._forward(holder, record.internal_address, call, deadline)
                     except _Unreachable:
-                        pass
+                        if again_at_once and ownership.holder(identity_id) == holder:
+                            again_at_once = False
+                            continue
             if trio.current_time() >= deadline:
                 raise ApiError("CLUSTER_UNAVAILABLE", nested_cause(
                     "no live node hosted the identity's actor in time", "CLUSTER_UNAVAILABLE", {"applied": "no"}))

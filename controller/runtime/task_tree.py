@@ -26,6 +26,7 @@ from quart_trio import QuartTrio
 from controller.authentication.shared_throttles import SharedThrottles
 from controller.certificates import Pki
 from controller.cluster import ClusterConfig, ClusterNode, Limits, connect
+from controller.cluster.channel import MESSAGE_BYTES
 from controller.etcd import TlsFiles
 from controller.insight import EventFile, write_events_behind
 from controller.insight.event_log import TRIM_BATCH, latest_id, oldest_id
@@ -60,6 +61,9 @@ def hypercorn_config(settings: Settings, pki: Pki | None) -> Config:
     # in flight hypercorn stops reading but leaves the connection open to the idle timer.
     config.keep_alive_timeout = float(settings.read_timeout)
     config.read_timeout = None
+    # The internal channel's messages hold at most MESSAGE_BYTES of calls, or one call of at most a request's body.
+    config.websocket_max_message_size = max(config.websocket_max_message_size,
+                                            settings.max_body_bytes + MESSAGE_BYTES)
     if pki is not None:
         config.certfile = str(pki.server_cert_path)
         config.keyfile = str(pki.server_key_path)

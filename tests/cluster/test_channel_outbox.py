@@ -66,3 +66,54 @@ async def test_a_frame_given_up_before_a_message_took_it_is_never_written() -> N
         await trio.testing.wait_all_tasks_blocked()
         release.set()
     assert writes.messages == [[0], [1]]
+
+
+async def test_a_message_taken_is_written_whole_though_its_writer_is_cancelled() -> None:
+    """The task writing a message is cancelled (its call moved, or its deadline came) while the message is half out:
+    the write goes on to its end, so the link is not left with half a message."""
+    finished: list[int] = []
+    release = trio.Event()
+
+    async def write(message: bytes) -> None:
+        await release.wait()  # half out
+        finished.append(len(msgspec.msgpack.decode(message, type=list[CallFrame])))
+
+    outbox = Outbox[CallFrame](write)
+    cancelled = trio.CancelScope()
+
+    async def put_then_cancelled() -> None:
+        with cancelled:
+            await outbox.put(frame(0))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(put_then_cancelled)
+        await trio.testing.wait_all_tasks_blocked()
+        cancelled.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert finished == []
+        release.set()
+    assert finished == [1]
+
+
+async def test_a_message_holds_at_most_its_bytes_and_the_frames_go_in_order() -> None:
+    """Frames waiting together beyond ``max_bytes`` go in several messages, in the order they were put; a frame
+    larger than that goes alone."""
+    messages: list[list[int]] = []
+    release = trio.Event()
+
+    async def write(message: bytes) -> None:
+        messages.append([f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])])
+        await release.wait()  # the first message holds the others back: they wait together
+
+    outbox = Outbox[CallFrame](write, max_bytes=3 * (1000 + 256))
+    sizes = [10, 1000, 1000, 1000, 1000, 5000, 10]
+
+    async def put(n: int) -> None:
+        await outbox.put(CallFrame(n, "sig", b"x" * sizes[n]))
+
+    async with trio.open_nursery() as nursery:
+        for n in range(len(sizes)):
+            nursery.start_soon(put, n)
+            await trio.testing.wait_all_tasks_blocked()  # put in this order
+        release.set()
+    assert messages == [[0], [1, 2, 3], [4], [5], [6]]

@@ -339,3 +339,39 @@ async def test_re_checks_that_do_not_settle_are_waited_for_no_longer_than_the_bo
                 assert not answered
                 del a.engine.settle_hosted  # the actors settle again; b asks again on its own
         assert answered[0].status_code == 200, answered[0].text
+
+
+async def test_a_call_whose_link_broke_under_a_live_owner_is_sent_again_at_once(etcd: EtcdCluster, prefix: str,
+                                                                                  tmp_path: Path) -> None:
+    """The owner is alive and keeps the shard, but the link carrying the call broke: the call goes again over a new
+    link at once, instead of waiting for the shard to change hands."""
+    async with node(etcd, prefix, tmp_path, "a") as (a, _), node(etcd, prefix, tmp_path, "b") as (b, _):
+        await settled({"a": a, "b": b})
+        created = await a.domain.create("identities", {"name": "broken-link", "type": "User", "isAdmin": False})
+        identity = str(created["id"])
+        with trio.fail_after(10):
+            await b.freshness.wait_fresh()
+        other = b if a.cluster is not None and a.cluster.ownership is not None \
+            and a.cluster.ownership.owns(identity) else a
+        assert other.cluster is not None and other.cluster.router is not None and other.cluster.ownership is not None
+        router, changes = other.cluster.router, other.cluster.ownership.changed
+        real_send, real_park = router._send, changes.park
+        broken: list[str] = []
+        parked: list[int] = []
+
+        async def breaking(node_name: str, address: str, call: Any) -> tuple[int, bytes] | None:
+            if not broken:
+                broken.append(node_name)
+                return None  # as a link that broke before the answer
+            return await real_send(node_name, address, call)
+
+        async def park() -> None:
+            parked.append(1)
+            await real_park()
+
+        router._send = breaking  # type: ignore[method-assign]
+        changes.park = park  # type: ignore[method-assign]
+        with trio.fail_after(30):
+            state = await other.posture.state(identity)
+        assert state.identity_id == identity and len(broken) == 1 and router.forwarded == 1
+        assert parked == []  # it never waited for the shard to change hands

@@ -53,6 +53,8 @@ class Router:
         if not self.verified(signature, body):
             return 401, b'{"error":{"code":"UNAUTHORIZED"}}'
         self.arrival(body).set()
+        if body == b"fail":
+            raise RuntimeError("the router failed on this call")
         if body in self.gates:
             await self.gates[body].wait()
         self.served.append(body)
@@ -241,6 +243,17 @@ async def test_a_call_too_large_is_refused_before_the_router_and_a_message_not_a
             assert [event.code for event in events if isinstance(event, CloseConnection)] == [1003]
             await stream.aclose()
         assert [status for _, _, status in served.done] == [413]
+
+
+async def test_a_call_the_router_fails_on_is_answered_500_and_the_link_goes_on(tmp_path: Path) -> None:
+    async with channel_server(tmp_path) as (served, _), links() as held:
+        with trio.fail_after(10):
+            failed = await held.call(served.url, b"fail")
+            after = await held.call(served.url, b"after")
+        assert failed is not None and failed[0] == 500
+        assert after == (200, b'{"result":"after"}')
+        assert served.links_accepted == [1]  # one link carried both
+        assert [status for _, _, status in served.done] == [500, 200]
 
 
 async def test_everything_else_goes_to_the_application(tmp_path: Path) -> None:
