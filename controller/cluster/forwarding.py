@@ -316,10 +316,10 @@ class RoutedPosture:
     async def serve(self, signature: str | None, body: bytes) -> tuple[int, bytes]:
         """Answer a forwarded call, once this node's replica holds the revision it names: its status and JSON body
         (401 unsigned, 409 when this node does not host the identity, else 200 with the result or the error the
-        engine gave). A ``settle`` answers the shards hosted throughout, or ``CLUSTER_UNAVAILABLE`` when the replica
-        did not reach the revision or the identities did not settle within :attr:`within` (the sender waits no
-        longer). The general read barrier is not needed before it (web/internal_channel.py calls this in front of
-        the application, whose barrier never runs)."""
+        engine gave; ``CLUSTER_UNAVAILABLE`` when the replica did not reach the revision in time). A ``settle``
+        answers the shards hosted throughout, or ``CLUSTER_UNAVAILABLE`` when the identities did not settle within
+        :attr:`within` (the sender waits no longer). The general read barrier is not needed before it
+        (web/internal_channel.py calls this in front of the application, whose barrier never runs)."""
         if not self.verified(signature, body):
             return 401, b'{"error":{"code":"UNAUTHORIZED"}}'
         try:
@@ -327,9 +327,9 @@ class RoutedPosture:
         except msgspec.DecodeError:
             return 400, b'{"error":{"code":"INVALID_INPUT"}}'
         await self._causality.wait_revision(call.revision)
+        if not self._causality.reached(call.revision):  # the replica did not get there in time: nothing is decided
+            return 200, b'{"error":{"code":"CLUSTER_UNAVAILABLE"}}'
         if call.op == _SETTLE:
-            if not self._causality.reached(call.revision):  # the replica did not get there in time
-                return 200, b'{"error":{"code":"CLUSTER_UNAVAILABLE"}}'
             with trio.move_on_after(self.within):  # as long as the sender waits, not longer
                 shards = await self._settle_hosted(call.args.get("identities"))
                 return 200, msgspec.json.encode({"result": sorted(shards)})

@@ -11,7 +11,9 @@ outside the replicated data (leases, membership, other networks on the same etcd
 for a progress notification.
 
 When etcd cannot answer (no quorum), reads are served from the replica as it is after a short bound: it holds at
-least every write this node acknowledged, since a write is acknowledged only once applied here.
+least every write this node acknowledged, since a write is acknowledged only once applied here. When etcd answers
+and the replica does not reach what it named within :data:`REPLICA_WAIT` (a rebuild of a large network, a stuck
+watch), the request is refused 503 rather than served without a write acknowledged before it.
 
 A write txn answers a round as well as a quorum read does: every replicated txn reads the heads as it commits
 (``controller/cluster/head_txns.py``). The writer takes the round waiting when it sends a txn (:meth:`ReadIndexBarrier.
@@ -43,6 +45,7 @@ from controller.cluster.keys import NetworkKeys
 from controller.cluster.local_replica import KICK_AFTER
 from controller.cluster.position import ReplicaPosition
 from controller.cluster.turns import busy, give_turns
+from controller.errors import ApiError, nested_cause
 from controller.etcd import EtcdClient, EtcdError
 
 __all__ = ["RIDE_WAIT", "STALE_READ_WAIT", "ReadIndexBarrier", "Ride"]
@@ -156,12 +159,17 @@ class ReadIndexBarrier:
         return round_
 
     async def wait_fresh(self) -> None:
+        """:meth:`Freshness.wait_fresh`. Raises ApiError ``CLUSTER_UNAVAILABLE`` (503) when etcd named the writes
+        to wait for and the replica did not apply them within :data:`REPLICA_WAIT` (a rebuild, a stuck watch): a
+        read is refused rather than served without a write acknowledged before it."""
         round_ = self._join()
         with trio.move_on_after(STALE_READ_WAIT):
             await round_.answered.wait()
         heads = round_.heads
-        if heads is not None:
-            await self._wait(lambda position: position.holds(heads))
+        if heads is not None and not await self._wait(lambda position: position.holds(heads)):
+            raise ApiError("CLUSTER_UNAVAILABLE", nested_cause(
+                f"this node's replica did not reach the writes acknowledged before the request within {REPLICA_WAIT}"
+                " s", "CLUSTER_UNAVAILABLE"))
 
     async def wait_current(self) -> None:
         """As :meth:`wait_fresh`, without ever settling for the replica as it is: quorum reads until one is answered
@@ -193,18 +201,22 @@ class ReadIndexBarrier:
 
     async def wait_revision(self, revision: int) -> None:
         """Return once the replica has applied every write up to ``revision`` (or after :data:`REPLICA_WAIT`, the
-        watch restarted after a second)."""
+        watch restarted after a second: :meth:`reached` then says it did not)."""
         await self._wait(lambda position: position.applied >= revision)
 
-    async def _wait(self, reached: Callable[[ReplicaPosition], bool]) -> None:
+    async def _wait(self, reached: Callable[[ReplicaPosition], bool]) -> bool:
+        """Whether the replica's position is ``reached`` within :data:`REPLICA_WAIT` (its watch restarted after
+        :data:`~controller.cluster.local_replica.KICK_AFTER`)."""
         if reached(self._local.position):
-            return
+            return True
         with trio.move_on_after(KICK_AFTER):
             await self._local.wait_until(reached)
-            return
+            return True
         self._local.kick()  # the replica lags what etcd named: its watch may be stuck
         with trio.move_on_after(REPLICA_WAIT - KICK_AFTER):
             await self._local.wait_until(reached)
+            return True
+        return False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Send one quorum read at a time, each for the requests waiting when it is sent."""

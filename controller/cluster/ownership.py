@@ -6,14 +6,18 @@ that creates ``owners/NNN`` under the node's lease only if the key is absent (``
 holds it. Once claimed, and once the node's replica holds every write acknowledged before (the read barrier), the
 posture engine adopts the shard's identities (:class:`ShardHost`): their replicated state is loaded and every
 deadline re-armed. A node that holds a shard another live node should own (a node joined, or came back) releases
-it: the engine stops those actors first, then the key is deleted, and the rightful owner claims it.
+it: the engine stops those actors first, then the key is deleted, and the rightful owner claims it. A key of this
+node's for a shard it neither hosts nor should (its delete failed) is deleted at its next turn, so that no shard
+stays held by a node that does not host it.
 
 **Fencing.** Every write the engine makes for an owned identity carries a compare of the shard key's creation
 revision (:meth:`ShardOwnership.fence`): once the key is gone (the lease expired while this process was paused,
 say) or belongs to someone else, etcd refuses the write. And the node stops acting on its own clock: when its lease
 is no longer surely alive (``LeaseKeeper.valid_until`` less :data:`MARGIN`, without a renewal), it releases every
 shard locally, before etcd can expire the lease and let another node claim them. A node whose key vanished under
-it (seen on the watch) releases that shard too.
+it (seen on the watch, or missing when the holders are read again after the watch broke) releases that shard too.
+A node that takes back a shard whose key survived on its lease creates the key anew: the writes its stopped actors
+still had queued carry the old key's fence, and fail.
 """
 
 from __future__ import annotations
@@ -173,11 +177,17 @@ class ShardOwnership:
             try:
                 found = await self._etcd.range(self._keys.owners, prefix=True)
                 holders: dict[int, str] = {}
+                created: dict[int, int] = {}
                 for kv in found.kvs:
                     shard = self._keys.shard_of_owner_key(kv.key)
                     if shard is not None:
                         holders[shard] = kv.value.decode(errors="replace")
+                        created[shard] = kv.create_revision
                 self._holders = holders
+                # Read again after a broken or compacted watch: a key of this node's that went meanwhile was not
+                # seen going.
+                self._drop([shard for shard, fence in self._mine.items() if created.get(shard) != fence.operand],
+                           "its ownership key is gone")
                 self._held_changed()
                 async with self._etcd.watch(self._keys.owners, prefix=True, start_revision=found.header.revision + 1,
                                             unavailable_timeout=math.inf) as watch:
@@ -228,6 +238,7 @@ class ShardOwnership:
             self._lease = keeper.lease_id
         desired = {shard for shard in range(SHARDS) if desired_owner(shard, live) == self.name}
         await self._release(sorted(set(self._mine) - desired))
+        await self._delete_strays(desired)
         if keeper.remaining(trio.current_time()) <= MARGIN:
             return  # not surely alive: the watchdog asks again once the lease is renewed
         self._claiming += 1
@@ -261,7 +272,7 @@ class ShardOwnership:
             # Read before the shards are this node's, when nothing writes their identities' states: the claims
             # fence their old owner out, and this node does not act for them yet.
             adoption = None if self.host is None else await self.host.read_adoption(select)
-            if self._lease != keeper.lease_id or keeper.remaining(trio.current_time()) <= MARGIN:
+            if self._membership.keeper is not keeper or keeper.remaining(trio.current_time()) <= MARGIN:
                 return  # lost meanwhile: the keys went with the lease
             self._mine.update(claimed)
             if self.host is not None:
@@ -278,13 +289,28 @@ class ShardOwnership:
         return Compare(key, CompareTarget.CREATE, CompareOp.EQUAL, result.header.revision)
 
     async def _reclaim(self, shard: int, lease: int) -> Compare | None:
-        """The fence of the shard's key if it is this node's, on ``lease`` (else None: it expires with an old
-        lease, and is claimed anew then)."""
+        """A new fence for the shard whose key is this node's, on ``lease`` (else None: it expires with an old
+        lease, and is claimed anew then). The key is created anew, not taken as it is: writes still queued by the
+        actors that held the shard before (the watchdog stopped them) carry the old key's fence, and must fail
+        rather than commit behind the new actors' backs."""
         key = self._keys.owner(shard)
-        found = (await self._etcd.range(key)).kvs
-        if not found or found[0].lease != lease or found[0].value != self.name.encode():
+        found = (await self._etcd.range(key)).first
+        if found is None or found.lease != lease or found.value != self.name.encode():
             return None
-        return Compare(key, CompareTarget.CREATE, CompareOp.EQUAL, found[0].create_revision)
+        deleted = await self._etcd.txn([Compare(key, CompareTarget.CREATE, CompareOp.EQUAL, found.create_revision)],
+                                       [Delete(key)])
+        return await self._claim(shard, lease) if deleted.succeeded else None
+
+    async def _delete_strays(self, desired: set[int]) -> None:
+        """Delete the keys this node holds on its lease for shards it neither hosts nor should (a release whose
+        delete failed, a shard dropped by the watchdog and owed to another node since): until they go, the
+        rightful owner takes the shard for held."""
+        for shard, holder in sorted(self._holders.items()):
+            if holder != self.name or shard in self._mine or shard in desired:
+                continue
+            key = self._keys.owner(shard)
+            await self._etcd.txn([Compare(key, CompareTarget.VALUE, CompareOp.EQUAL, self.name.encode()),
+                                  Compare(key, CompareTarget.LEASE, CompareOp.EQUAL, self._lease)], [Delete(key)])
 
     async def _release(self, shards: Sequence[int]) -> None:
         """Hand the shards on: stop their actors, then delete each one's key (only if still this node's)."""

@@ -5,7 +5,8 @@ sent it. So the send time of the last answered keepalive plus the TTL it renewed
 is alive whatever the network did: ``LeaseKeeper.valid_until``. A holder that acts under a lease (an owner fencing
 its writes) stops acting before that time, and ``run`` raises ``LeaseExpired`` at that time if no keepalive
 succeeded meanwhile, so that the holder's task tree is cancelled before the lease can expire in etcd. A leader
-change in etcd renews every lease, so the lease may outlive ``valid_until``, never the reverse.
+change in etcd renews every lease, so the lease may outlive ``valid_until``; it ends sooner only when etcd revokes it
+(an old leader of etcd 3.4.23 may, etcd#15247), and then ``valid_until`` is set to the moment etcd said so.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import NoReturn
 import trio
 
 from controller.etcd.client import EtcdClient
-from controller.etcd.errors import LeaseExpired, Unavailable
+from controller.etcd.errors import LeaseExpired, LeaseNotFound, Unavailable
 from controller.etcd.model import Lease
 
 __all__ = ["LeaseKeeper"]
@@ -61,6 +62,11 @@ class LeaseKeeper:
                     ttl = await self._client.lease_keepalive(self.lease.id)
                 except Unavailable:
                     pass  # the next beat tries again, while the lease surely lives
+                except LeaseNotFound:
+                    # Gone before it could have expired (an old leader's revocation, etcd#15247): not alive now.
+                    self.valid_until = trio.current_time()
+                    self.renewed.unpark_all()  # who waits for the next renewal looks again
+                    raise
                 else:
                     self.valid_until = sent + ttl
                     lifetime.deadline = self.valid_until

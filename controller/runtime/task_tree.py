@@ -106,7 +106,7 @@ async def start_services(controller: Controller, nursery: trio.Nursery) -> Boots
         assert cluster.replica is not None and cluster.freshness is not None
         await nursery.start(cluster.replica.run)
         await nursery.start(cluster.freshness.run)
-        await cluster.freshness.wait_fresh()  # every write acknowledged before this start is here
+        await cluster.freshness.wait_current()  # every write acknowledged before this start is here, however long
         await _start_events(controller, nursery)  # its trim is a write: on the replica once caught up
     result = await bootstrap(controller)
     if cluster is not None:

@@ -84,3 +84,13 @@ async def test_a_keeper_that_cannot_renew_gives_up_before_the_lease_can_expire(e
     assert stranded.renewals == 0
     assert gave_up_at >= keeper.valid_until
     assert deleted_at >= keeper.valid_until
+
+
+async def test_a_keeper_whose_lease_etcd_revoked_is_not_alive_from_then(client: EtcdClient) -> None:
+    """etcd revokes the lease long before its TTL (an old leader may): the keeper's next renewal learns it, and from
+    then its lease is not surely alive, whatever the last renewal promised, for the holders that act under it."""
+    keeper = await LeaseKeeper.grant(client, 60, interval=0.1)
+    await client.lease_revoke(keeper.lease_id)
+    with trio.fail_after(10), pytest.raises(LeaseNotFound):
+        await keeper.run()
+    assert keeper.remaining(trio.current_time()) <= 0

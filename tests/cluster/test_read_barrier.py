@@ -1,5 +1,6 @@
 """The read barrier's two waits (``controller/cluster/freshness.py``), on virtual time, over an etcd that cannot
-answer at first: a request settles for the replica as it is, adopting a shard does not."""
+answer at first: a request settles for the replica as it is, adopting a shard does not; a request whose replica does
+not reach what etcd named is refused."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from controller.cluster.freshness import CURRENT_RETRY, RIDE_WAIT
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.position import ReplicaPosition
 from controller.cluster.turns import GATHER_PASSES
+from controller.errors import ApiError
 from controller.etcd import EtcdError, KeyValue, RangeResult
 
 KEYS = NetworkKeys("/t/")
@@ -189,3 +191,17 @@ async def test_on_a_busy_node_requests_a_few_steps_from_the_barrier_join_the_rou
         await trio.testing.wait_all_tasks_blocked()
         assert run.answered == [start, start]  # turns take no time
         assert run.etcd.reads == reads
+
+
+async def test_a_request_the_replica_does_not_catch_up_for_is_refused_at_the_replica_wait(
+        autojump_clock: trio.abc.Clock) -> None:
+    """etcd names the head at 7 and the replica stays at 5 (a rebuild, a stuck watch): the request is refused 503 at
+    exactly REPLICA_WAIT, not served without the writes up to 7; once the replica is there, the next one passes."""
+    async with running(applied=5) as run:
+        start = trio.current_time()
+        with pytest.raises(ApiError) as refused:
+            await run.barrier.wait_fresh()
+        assert refused.value.code == "CLUSTER_UNAVAILABLE" and refused.value.status == 503
+        assert trio.current_time() - start == freshness.REPLICA_WAIT
+        run.replica.move_to(7)
+        await run.barrier.wait_fresh()
