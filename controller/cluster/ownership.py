@@ -185,9 +185,11 @@ class ShardOwnership:
                         created[shard] = kv.create_revision
                 self._holders = holders
                 # Read again after a broken or compacted watch: a key of this node's that went meanwhile was not
-                # seen going.
-                self._drop([shard for shard, fence in self._mine.items() if created.get(shard) != fence.operand],
-                           "its ownership key is gone")
+                # seen going. (A claim made while the read was on its way is newer than the read: left alone.)
+                revision = found.header.revision
+                self._drop([shard for shard, fence in self._mine.items()
+                            if isinstance(fence.operand, int) and fence.operand <= revision
+                            and created.get(shard) != fence.operand], "its ownership key is gone")
                 self._held_changed()
                 async with self._etcd.watch(self._keys.owners, prefix=True, start_revision=found.header.revision + 1,
                                             unavailable_timeout=math.inf) as watch:
