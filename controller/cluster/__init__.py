@@ -8,7 +8,8 @@ consistent read when empty or compacted (``replica``, ``local_replica``, ``repli
 holds (``position``), and written without fsync under a guard naming the boot (``unsynced``); the batched read
 barrier (``freshness``); the scheduler turns a busy node gives before a quorum read or a txn (``turns``);
 initialising the network once and its shared PKI (``network``); membership by leases (``membership``), and the
-lane heads of nodes that left retired (``lane_retirement``); identity
+lane heads of nodes that left retired (``lane_retirement``); steps run again whenever what they depend on changes
+(``reruns``); identity
 actors sharded over the live nodes, each shard claimed under its owner's lease and every owner's writes fenced on it
 (``shards``, ``ownership``); calls for an identity routed to its owner over the signed internal channel, one
 WebSocket to each other node carrying many calls at once (``call_signing``, ``channel``), and a write's re-checks

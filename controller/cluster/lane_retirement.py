@@ -30,13 +30,12 @@ from typing import Protocol
 import trio
 
 from controller.cluster.keys import HeadValue, NetworkKeys
-from controller.etcd import Compare, Delete, EtcdClient, EtcdError, Put, Range, RangeResult
+from controller.cluster.reruns import Rerun
+from controller.etcd import Compare, Delete, EtcdClient, Put, Range, RangeResult
 
 __all__ = ["LaneRetirement", "LiveNodes", "lanes_to_retire", "retiring"]
 
 log = logging.getLogger("tollgate.cluster")
-
-_RETRY_PAUSE = 0.5
 
 
 def retiring(live: Collection[str], me: str) -> bool:
@@ -71,27 +70,13 @@ class LaneRetirement:
         self._keys = keys
         self._membership = membership
         self.name = ""  # this node's name, once it serves (it retires nothing before)
-        self._dirty = True
-        self._wake = trio.lowlevel.ParkingLot()
-        membership.on_change(self._mark)
-
-    def _mark(self) -> None:
-        self._dirty = True
-        self._wake.unpark_all()
+        self._rerun = Rerun(failed="lanes of nodes that left were not retired yet")
+        membership.on_change(self._rerun.mark)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Retire what is to retire now and after every change of the live nodes, until cancelled."""
         task_status.started()
-        while True:
-            while not self._dirty:
-                await self._wake.park()
-            self._dirty = False
-            try:
-                await self._retire_gone()
-            except EtcdError as error:
-                log.warning("lanes of nodes that left were not retired yet", extra={"error": str(error)})
-                self._dirty = True
-                await trio.sleep(_RETRY_PAUSE)
+        await self._rerun.run(self._retire_gone)
 
     async def _retire_gone(self) -> None:
         """If this node retires lanes (:func:`retiring`), retire the lane of every node not live now."""

@@ -32,6 +32,7 @@ import trio
 
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.membership import Membership
+from controller.cluster.reruns import RETRY_PAUSE, Rerun
 from controller.cluster.shards import SHARDS, desired_owner, shard_of
 from controller.etcd import (
     Compacted,
@@ -53,7 +54,6 @@ log = logging.getLogger("tollgate.cluster")
 
 MARGIN = 0.5
 """Seconds before its lease could expire (on this node's clock) at which a node stops acting for its shards."""
-_RETRY_PAUSE = 0.5
 
 
 class ShardHost(Protocol):
@@ -116,10 +116,9 @@ class ShardOwnership:
         self._claiming = 0  # claims made in etcd and not yet adopted (or given up)
         self._adopted = trio.lowlevel.ParkingLot()  # woken when the claims under way are adopted or given up
         self._lease = 0  # the lease this node's keys are on
-        self._dirty = True
-        self._wake = trio.lowlevel.ParkingLot()
+        self._rerun = Rerun(failed="claiming or releasing shards failed; trying again")
         self.changed = HolderChanges()
-        membership.on_change(self._mark)
+        membership.on_change(self._rerun.mark)
 
     # -- what the engine and the router ask ---------------------------------------------------------------------
 
@@ -160,16 +159,12 @@ class ShardOwnership:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._follow)
-                nursery.start_soon(self._reconcile)
+                nursery.start_soon(self._rerun.run, self._step)
                 nursery.start_soon(self._watchdog)
                 task_status.started()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1.0):
                 await self._release(sorted(self._mine))
-
-    def _mark(self) -> None:
-        self._dirty = True
-        self._wake.unpark_all()
 
     async def _follow(self) -> None:
         """Keep ``_holders`` as etcd holds it: read every key, then watch from that read."""
@@ -211,23 +206,11 @@ class ShardOwnership:
                 continue
             except EtcdError as error:
                 log.debug("the shard holders' view lost etcd; reading again", extra={"error": str(error)})
-                await trio.sleep(_RETRY_PAUSE)
+                await trio.sleep(RETRY_PAUSE)
 
     def _held_changed(self) -> None:
         self.changed.unpark_all()
-        self._mark()
-
-    async def _reconcile(self) -> None:
-        while True:
-            while not self._dirty:
-                await self._wake.park()
-            self._dirty = False
-            try:
-                await self._step()
-            except EtcdError as error:
-                log.warning("claiming or releasing shards failed; trying again", extra={"error": str(error)})
-                await trio.sleep(_RETRY_PAUSE)
-                self._dirty = True
+        self._rerun.mark()
 
     async def _step(self) -> None:
         membership = self._membership
@@ -339,7 +322,7 @@ class ShardOwnership:
         while True:
             keeper = self._membership.keeper
             if keeper is None:
-                await self._wake.park()
+                await self._rerun.marked()
                 continue
             with trio.move_on_at(keeper.valid_until - MARGIN) as waiting:
                 await keeper.renewed.park()
@@ -348,4 +331,4 @@ class ShardOwnership:
             self._drop(list(self._mine), "this node's lease could not be renewed in time")
             with trio.move_on_at(keeper.valid_until):  # then it is replaced, which marks a change anyway
                 await keeper.renewed.park()
-            self._mark()
+            self._rerun.mark()
