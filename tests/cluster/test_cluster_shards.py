@@ -4,21 +4,19 @@ worker's etcd, reached over HTTP as clients reach them."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import trio
 
 from controller.cluster.call_signing import SIGNATURE_HEADER
 from controller.cluster.channel import CHANNEL_PATH
 from controller.cluster.shards import SHARDS, desired_owner
-from controller.data.commit_step import ConditionFailed
-from controller.etcd import Compare, Delete, EtcdClient, Op, TxnResult, Unavailable
+from controller.etcd import EtcdClient, Unavailable
 from controller.insight import kept_events, latest_id
 from controller.runtime.composition import Controller
 from tests.cluster.etcd_cluster import EtcdCluster
@@ -341,86 +339,3 @@ async def test_re_checks_that_do_not_settle_are_waited_for_no_longer_than_the_bo
                 assert not answered
                 del a.engine.settle_hosted  # the actors settle again; b asks again on its own
         assert answered[0].status_code == 200, answered[0].text
-
-
-async def test_a_call_whose_link_broke_under_a_live_owner_is_sent_again_at_once(etcd: EtcdCluster, prefix: str,
-                                                                                  tmp_path: Path) -> None:
-    """The owner is alive and keeps the shard, but the link carrying the call broke: the call goes again over a new
-    link at once, instead of waiting for the shard to change hands."""
-    async with node(etcd, prefix, tmp_path, "a") as (a, _), node(etcd, prefix, tmp_path, "b") as (b, _):
-        await settled({"a": a, "b": b})
-        created = await a.domain.create("identities", {"name": "broken-link", "type": "User", "isAdmin": False})
-        identity = str(created["id"])
-        with trio.fail_after(10):
-            await b.freshness.wait_fresh()
-        other = b if a.cluster is not None and a.cluster.ownership is not None \
-            and a.cluster.ownership.owns(identity) else a
-        assert other.cluster is not None and other.cluster.router is not None and other.cluster.ownership is not None
-        router, changes = other.cluster.router, other.cluster.ownership.changed
-        real_send, real_park = router._send, changes.park
-        broken: list[str] = []
-        parked: list[int] = []
-
-        async def breaking(node_name: str, address: str, call: Any) -> tuple[int, bytes] | None:
-            if not broken:
-                broken.append(node_name)
-                return None  # as a link that broke before the answer
-            return await real_send(node_name, address, call)
-
-        async def park() -> None:
-            parked.append(1)
-            await real_park()
-
-        router._send = breaking  # type: ignore[method-assign]
-        changes.park = park  # type: ignore[method-assign]
-        with trio.fail_after(30):
-            state = await other.posture.state(identity)
-        assert state.identity_id == identity and len(broken) == 1 and router.forwarded == 1
-        assert parked == []  # it never waited for the shard to change hands
-
-
-async def test_a_shard_its_node_takes_back_gets_a_new_key_and_the_old_fence_fails(etcd: EtcdCluster, prefix: str,
-                                                                                 tmp_path: Path) -> None:
-    """The node stopped acting for its shards (as its watchdog does when a renewal is late) and its lease survived:
-    it takes them back with their keys created anew, so a write its stopped actors still had queued, fenced by the
-    old key, fails instead of committing behind the new actors' backs."""
-    async with node(etcd, prefix, tmp_path, "a") as (a, _):
-        await settled({"a": a})
-        assert a.cluster is not None and a.cluster.ownership is not None
-        ownership = a.cluster.ownership
-        lease = a.cluster.membership.lease_id
-        before = ownership.holdings()
-        ownership._drop(sorted(before), "the test stops acting for them")
-        ownership._mark()
-        await settled({"a": a})
-        after = ownership.holdings()
-        assert a.cluster.membership.lease_id == lease and after.keys() == before.keys()
-        assert all(after[shard] != before[shard] for shard in before)
-        write = a.domain.validated_create("services", {"name": "behind-their-backs", "encryptionRequired": True})
-        with pytest.raises(ConditionFailed):
-            await a.domain.write(write, conditions=[before[0]])
-
-
-async def test_a_key_left_by_a_release_that_failed_is_deleted_and_its_shard_claimed(etcd: EtcdCluster, prefix: str,
-                                                                                    tmp_path: Path) -> None:
-    """b joins; a stops acting for b's shards but etcd fails the deletes of their keys. a deletes them at its next
-    turn all the same, and b claims them: no shard is left held by a node that does not host it."""
-    async with node(etcd, prefix, tmp_path, "a") as (a, _):
-        await settled({"a": a})
-        assert a.cluster is not None
-        client = a.cluster.etcd
-        real = client.txn
-        failed: list[bytes] = []
-
-        async def failing_once(compare: Sequence[Compare] = (), success: Sequence[Op] = (),
-                               failure: Sequence[Op] = ()) -> TxnResult:
-            deletes = [op.key for op in success if isinstance(op, Delete) and b"/owners/" in bytes(op.key)]
-            if deletes and not failed:
-                failed.extend(deletes)
-                raise Unavailable("etcd did not take the delete (test)")
-            return await real(compare, success, failure)
-
-        client.txn = failing_once  # type: ignore[method-assign]
-        async with node(etcd, prefix, tmp_path, "b") as (b, _):
-            await settled({"a": a, "b": b})
-        assert len(failed) == 1

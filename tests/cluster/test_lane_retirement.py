@@ -202,7 +202,7 @@ class Live:
         return self.names
 
     def on_change(self, listener: Callable[[], None]) -> None:
-        pass
+        """Nothing to tell: the live nodes never change here."""
 
 
 async def test_a_lane_written_after_it_was_read_is_retired_as_it_stands_and_a_node_back_keeps_its_own(
