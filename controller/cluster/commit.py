@@ -20,8 +20,8 @@ settled by looking, never by sending again. etcd refusing writes (no quorum) unt
 one outright (out of space): 503 ``CLUSTER_UNAVAILABLE``, nothing written (``applied: no``); a txn the deadline cut
 off, or whose answer could not be settled in time: 503, ``applied: unknown``; the mutations of a batch's txns that
 committed before it broke off are answered as written, or, should the replica not show them within
-:data:`SHOW_GRACE`, 503 ``applied: yes``. Whatever happens, the replica's transaction is ended and every caller is
-answered.
+:data:`~controller.cluster.write_bounds.SHOW_GRACE`, 503 ``applied: yes``. Whatever happens, the replica's
+transaction is ended and every caller is answered in time (``controller/cluster/write_bounds.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from controller.cluster.local_replica import LOST, LocalReplica
 from controller.cluster.replica_apply import APPLIED_META, HEAD_META, AppliedWrite
 from controller.cluster.shipments import Limits, in_lane, merged, plan_txns, txn_ops
 from controller.cluster.turns import busy, give_turns
+from controller.cluster.write_bounds import Bounds, batch_bounds
 from controller.data.commit_step import Answer, ConditionFailed, Queued
 from controller.data.local_commit import apply_yielding
 from controller.errors import ApiError, nested_cause
@@ -53,20 +54,9 @@ from controller.etcd import Compare, Delete, EtcdClient, EtcdError, Op, OutcomeU
 from storage.batch import Outcome
 from storage.store import WriteTxn
 
-__all__ = ["PROBE_DEADLINE", "SHOW_GRACE", "WRITE_DEADLINE", "ReplicatedCommit"]
+__all__ = ["ReplicatedCommit"]
 
 log = logging.getLogger("tollgate.cluster")
-
-WRITE_DEADLINE = 3.5
-"""Seconds a batch may take to reach etcd (an election included) before its callers are answered 503."""
-SHOW_GRACE = 1.0
-"""Seconds past a batch's deadline in which the replica may still show the writes etcd committed before the batch
-broke off, before their callers are answered 503 all the same (saying that etcd holds them): within the 5 s a write
-takes at most."""
-PROBE_DEADLINE = 1.0
-"""The deadline of a batch right after one that found etcd unavailable: callers queued meanwhile are answered
-within the same bound as the ones before them."""
-
 
 def _unavailable(error: Unavailable) -> ApiError:
     """503: etcd refused the write (it was not applied), or received it without answering (it may be applied once
@@ -112,7 +102,7 @@ class ReplicatedCommit:
         self._node = node
         self._ids = itertools.count()
         self._prefix = os.urandom(6).hex()
-        self._recently_unavailable = False
+        self._troubled = False  # the last batch found etcd unavailable, or answered 503 for want of it
         self.conflicts = 0  # batches that found the head moved by another node's write, and ran again
 
     @property
@@ -158,19 +148,19 @@ class ReplicatedCommit:
             answer([], 0.0)
             return
         started = time.perf_counter()
-        deadline = trio.current_time() + (PROBE_DEADLINE if self._recently_unavailable else WRITE_DEADLINE)
         outcomes: list[Outcome | None] = [None] * len(batch)
         todo = list(range(len(batch)))
+        bounds = batch_bounds(trio.current_time(), min(item.queued_at for item in batch), self._troubled)
         try:
+            if bounds is None:
+                raise Unavailable("etcd was unavailable for as long as the write may wait")
             while todo:
-                settled = await self._attempt([batch[i] for i in todo], deadline)
+                settled = await self._attempt([batch[i] for i in todo], bounds)
                 for position, outcome in settled.items():
                     outcomes[todo[position]] = outcome
                 todo = [i for i in todo if outcomes[i] is None]
-            self._recently_unavailable = False
         except Unavailable as error:
             log.warning("a write found etcd unavailable", extra={"error": str(error)})
-            self._recently_unavailable = True
             for i in todo:
                 outcomes[i] = Outcome(error=_unavailable(error))
         except Exception as error:  # a failure that stops the writer: its callers are answered first
@@ -179,21 +169,24 @@ class ReplicatedCommit:
             answer([outcome if outcome is not None else Outcome() for outcome in outcomes],
                    time.perf_counter() - started)
             raise
-        answer([outcome if outcome is not None else Outcome() for outcome in outcomes], time.perf_counter() - started)
+        answered = [outcome if outcome is not None else Outcome() for outcome in outcomes]
+        self._troubled = any(isinstance(outcome.error, ApiError) and outcome.error.code == "CLUSTER_UNAVAILABLE"
+                             for outcome in answered)
+        answer(answered, time.perf_counter() - started)
 
-    async def _attempt(self, items: Sequence[Queued], deadline: float) -> dict[int, Outcome]:
+    async def _attempt(self, items: Sequence[Queued], bounds: Bounds) -> dict[int, Outcome]:
         """Run ``items`` once on the replica and try to commit them; the outcomes settled (by position). Those left
         out run again: another node wrote first, or a txn before theirs failed. Whatever happens, the replica's
         transaction is ended before this returns or raises."""
         txn, raw = await self._local.begin(record=True)
         opened = _Opened(self._local, raw)
         try:
-            return await self._run(items, txn, opened, deadline)
+            return await self._run(items, txn, opened, bounds)
         finally:
             await opened.end(commit=False)  # a no-op once committed or ended
 
     async def _run(self, items: Sequence[Queued], txn: WriteTxn, opened: _Opened,
-                   deadline: float) -> dict[int, Outcome]:
+                   bounds: Bounds) -> dict[int, Outcome]:
         outcomes, broken = await apply_yielding(self._local.store, txn, [item.mutation for item in items])
         conditions = [_conditions(item) for item in items]  # complete once each mutation has begun
         if broken is not None:
@@ -229,29 +222,29 @@ class ReplicatedCommit:
                 ops = txn_ops(self._keys, merged([writes[i] for i in part]))
                 guards = [condition for i in part for condition in conditions[i]]
                 try:
-                    result = await self._send(head_key, ops, at, HeadValue(write_id, self.node), guards, deadline)
+                    result = await self._send(head_key, ops, at, HeadValue(write_id, self.node), guards, bounds.send)
                 except OutcomeUnknown:
                     await opened.end(commit=False)
                     if lane:  # it may have committed, and will not be in the replica before the watch brings it
                         position.lane_skipped()
                     try:
-                        revision = await self._settle(write_id, head_key, at, deadline)
+                        revision = await self._settle(write_id, head_key, at, bounds.send)
                     except OutcomeUnknown as unknown:
-                        settled = await self._partial(outcomes, done, at, lane, deadline)
+                        settled = await self._partial(outcomes, done, at, lane, bounds)
                         settled.update((i, Outcome(error=_unavailable(unknown))) for i in part)
                         return settled  # the txns after it were not sent: they run again
                     if revision is not None:
                         done, at = done + part, revision
-                    return await self._partial(outcomes, done, at, lane, deadline)
+                    return await self._partial(outcomes, done, at, lane, bounds)
                 except Unavailable:
                     await opened.end(commit=False)
                     if done:
-                        return await self._partial(outcomes, done, at, lane, deadline)
+                        return await self._partial(outcomes, done, at, lane, bounds)
                     raise
                 except EtcdError as error:  # refused, not applied (etcd out of space, say): nor are the txns after
                     await opened.end(commit=False)
                     log.warning("etcd refused a write", extra={"error": str(error)})
-                    settled = await self._partial(outcomes, done, at, lane, deadline)
+                    settled = await self._partial(outcomes, done, at, lane, bounds)
                     refusal = Outcome(error=_refused(error))
                     settled.update((i, refusal) for later in plan.txns[number:] for i in later)
                     return settled
@@ -263,14 +256,14 @@ class ReplicatedCommit:
                         position.lane_shipped(at)
                     continue
                 await opened.end(commit=False)
-                settled = await self._partial(outcomes, done, at, lane, deadline)
+                settled = await self._partial(outcomes, done, at, lane, bounds)
                 if isinstance(result, Conflict):
                     if lane:  # the lane head was moved before this process, or by a fence: not another node's write
                         position.lane_moved(result.head)
                     else:
                         self.conflicts += 1
                         with contextlib.suppress(Unavailable):  # the next run meets the head again, or the deadline
-                            await self._local.catch_up(result.head, deadline, main=True)
+                            await self._local.catch_up(result.head, bounds.send, main=True)
                 elif isinstance(result, Refused):
                     owners = [position for position in part for _ in conditions[position]]
                     unmet = ConditionFailed("a condition of the write did not hold")
@@ -319,17 +312,17 @@ class ReplicatedCommit:
                                              local=True))
 
     async def _partial(self, outcomes: list[Outcome], done: list[int], at: int, lane: bool,
-                       deadline: float) -> dict[int, Outcome]:
+                       bounds: Bounds) -> dict[int, Outcome]:
         """Mutations ``done`` were committed, the last at revision ``at`` (in the lane if ``lane``), by txns of their
         own before the batch broke off: answered once the replica has applied them (its watch brings them, and
-        their callers' listeners announce them), or, should it not within :data:`SHOW_GRACE` after the batch's
-        deadline, 503 saying that etcd holds them."""
+        their callers' listeners announce them), or, should it not by ``bounds.show``, 503 saying that etcd holds
+        them."""
         if not done:
             return {}
         if lane:
             self._local.position.lane_skipped()
         try:
-            await self._local.catch_up(at, deadline + SHOW_GRACE, main=not lane)
+            await self._local.catch_up(at, bounds.show, main=not lane)
         except Unavailable as error:
             return dict.fromkeys(done, Outcome(error=_unshown(error)))
         return {i: outcomes[i] for i in done}

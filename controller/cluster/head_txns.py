@@ -25,16 +25,24 @@ from controller.etcd import (
     CompareOp,
     CompareTarget,
     EtcdClient,
+    EtcdError,
+    InvalidArgument,
     KeyValue,
+    NoSpace,
     Op,
     OutcomeUnknown,
+    PermissionDenied,
     Put,
     Range,
     RangeResult,
+    Unauthenticated,
     Unavailable,
 )
 
 __all__ = ["RETRY_PAUSE", "Committed", "Conflict", "Fenced", "GuardedResult", "Refused", "fence", "send_guarded"]
+
+_REFUSALS = (InvalidArgument, NoSpace, PermissionDenied, Unauthenticated)
+"""What etcd answers a write it refused outright: not applied, and not to be tried again."""
 
 RETRY_PAUSE = 0.1
 """Seconds between two tries of a request etcd refused without applying it (no leader yet): an election takes a
@@ -93,12 +101,16 @@ async def send_guarded(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, ops
     holds; try again while etcd refuses without applying, until ``deadline`` (Trio time).
 
     Raises:
-        OutcomeUnknown: the txn was sent and not answered (by ``deadline`` at the latest).
-        Unavailable: etcd refused it until ``deadline``; it was not applied.
+        OutcomeUnknown: the txn was sent and not answered (by ``deadline`` at the latest), or answered with something
+            this node cannot read.
+        Unavailable: etcd refused it until ``deadline``, or ``deadline`` had passed; it was not applied.
+        InvalidArgument, NoSpace, PermissionDenied, Unauthenticated: etcd refused it outright; it was not applied.
     """
     compares = [head_compare(head_key, head), *conditions]
     success = [*ops, Put(head_key, head_value.encode()), heads_read(keys)]
     failure: list[Op] = [Range(head_key, keys_only=True), *(Range(c.key) for c in conditions)]
+    if trio.current_time() >= deadline:  # the cancellation below would cut the first try before anything is sent
+        raise Unavailable("the write's deadline passed before it was sent")
     last: Unavailable | None = None
     out = False  # a try is under way: the deadline may cut it after etcd received it
     with trio.move_on_at(deadline):
@@ -113,6 +125,10 @@ async def send_guarded(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, ops
                 last = error
                 await trio.sleep(RETRY_PAUSE)
                 continue
+            except _REFUSALS:
+                raise
+            except EtcdError as error:  # an answer this node cannot read (etcd may have committed), and the like
+                raise OutcomeUnknown(f"etcd's answer to a write was not understood: {error}") from error
             out = False
             if result.succeeded:
                 return Committed(result.header.revision, heads_of(result.responses[-1]))
@@ -149,8 +165,10 @@ async def fence(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, head: int,
     harmlessly.
 
     Raises:
-        Unavailable: etcd did not let it be settled by ``deadline``.
+        Unavailable: etcd did not let it be settled by ``deadline``, or refused the fence outright.
     """
+    if trio.current_time() >= deadline:
+        raise Unavailable("a write's outcome was to be settled after its deadline")
     last: Unavailable | None = None
     with trio.move_on_at(deadline):
         while True:
@@ -161,6 +179,8 @@ async def fence(etcd: EtcdClient, keys: NetworkKeys, head_key: bytes, head: int,
                 last = error
                 await trio.sleep(RETRY_PAUSE)
                 continue
+            except EtcdError as error:  # refused (out of space, say), or not understood: not settled
+                raise Unavailable(f"etcd did not settle a write's outcome: {error}") from error
             if result.succeeded:
                 return Fenced(result.header.revision, by_fence=True, revision=result.header.revision)
             found, mark = _found(result.responses[0]), _found(result.responses[1])

@@ -41,6 +41,10 @@ class Queued(Protocol):
     def conditions(self) -> Sequence[object]:
         """Read once the mutation has run (a posted write may still gather them until then)."""
 
+    @property
+    def queued_at(self) -> float:
+        """When it was queued (``trio.current_time()``): a step that bounds how long a caller waits counts from it."""
+
 
 class ConditionFailed(Exception):
     """A condition a write carried (:attr:`Queued.conditions`) did not hold when it was to commit: nothing of it was

@@ -39,7 +39,7 @@ class _Request(OneShot[Outcome]):
     """A queued mutation (a :class:`~controller.data.commit_step.Queued`); the writer sends its :class:`Outcome`
     once the batch holding it has committed."""
 
-    __slots__ = ("conditions", "mutation", "on_commit")
+    __slots__ = ("conditions", "mutation", "on_commit", "queued_at")
 
     def __init__(self, mutation: Mutation, on_commit: Callable[[], object] | None,
                  conditions: Sequence[object] = ()) -> None:
@@ -47,6 +47,7 @@ class _Request(OneShot[Outcome]):
         self.mutation = mutation
         self.on_commit = on_commit
         self.conditions = conditions
+        self.queued_at = trio.current_time()
 
 
 class _Posted(_Request):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from controller.cluster import commit
+from controller.cluster import write_bounds
 from controller.cluster.head_txns import send_guarded
 from controller.cluster.keys import HeadValue, NetworkKeys
 from controller.cluster.shipments import condition_holds
@@ -112,8 +112,8 @@ async def test_writes_committed_before_a_batch_broke_off_are_answered_as_written
     the batch's deadline, and the node's watch stays silent past it. The creates of the first txn are in etcd:
     answered 503 saying so (``applied: yes``), the others 503 ``applied: no``; once the watch speaks, the node
     holds exactly the first."""
-    monkeypatch.setattr(commit, "WRITE_DEADLINE", 1.0)
-    monkeypatch.setattr(commit, "SHOW_GRACE", 0.3)
+    monkeypatch.setattr(write_bounds, "WRITE_DEADLINE", 1.0)
+    monkeypatch.setattr(write_bounds, "SHOW_GRACE", 0.3)
     async with node(etcd, prefix, tmp_path, "b") as b, node(etcd, prefix, tmp_path, "a", etcd_max_txn_ops=8) as a:
         real = client_of(a).txn
         committed: list[int] = []
@@ -164,6 +164,6 @@ async def test_a_condition_etcd_fails_and_this_node_misjudges_fails_at_once(etcd
     assert not condition_holds(empty_value, None)
     async with node(etcd, prefix, tmp_path, "a") as a:
         write = a.domain.validated_create("services", {"name": "guarded", "encryptionRequired": True})
-        with trio.fail_after(commit.WRITE_DEADLINE / 2), pytest.raises(ConditionFailed):
+        with trio.fail_after(write_bounds.WRITE_DEADLINE / 2), pytest.raises(ConditionFailed):
             await a.domain.write(write, conditions=[empty_value])
         assert "guarded" not in names(a)
