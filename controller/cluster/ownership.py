@@ -196,7 +196,7 @@ class ShardOwnership:
                                 continue
                             if event.type is EventType.DELETE:
                                 self._holders.pop(shard, None)
-                                if shard in self._mine:  # not released by this node: its lease ended under it
+                                if self._claim_deleted(shard, event.kv.mod_revision):
                                     vanished.append(shard)
                             else:
                                 self._holders[shard] = event.kv.value.decode(errors="replace")
@@ -207,6 +207,13 @@ class ShardOwnership:
             except EtcdError as error:
                 log.debug("the shard holders' view lost etcd; reading again", extra={"error": str(error)})
                 await trio.sleep(RETRY_PAUSE)
+
+    def _claim_deleted(self, shard: int, deleted_at: int) -> bool:
+        """Whether a delete of ``shard``'s key at revision ``deleted_at`` ended this node's claim on it: not released
+        by this node, its lease ended under it. A delete older than the claim was of a key before it (the one a
+        reclaim replaced, a former holder's that this claim followed), which a lagging watch may bring late."""
+        fence = self._mine.get(shard)
+        return fence is not None and not (isinstance(fence.operand, int) and deleted_at < fence.operand)
 
     def _held_changed(self) -> None:
         self.changed.unpark_all()

@@ -1,5 +1,6 @@
 """Shard ownership and forwarding when something fails under them, with cluster nodes in this process on the
-worker's etcd: a link that broke under a live owner, a shard its node takes back, a release whose delete failed."""
+worker's etcd: a link that broke under a live owner, a shard its node takes back (while its view of the holders lags,
+too), a release whose delete failed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import trio
 
 from controller.data.commit_step import ConditionFailed
-from controller.etcd import Compare, Delete, Op, TxnResult, Unavailable
+from controller.etcd import Compare, Delete, Op, TxnResult, Unavailable, WatchUpdate
+from controller.etcd.watch import Watch
 from tests.cluster.etcd_cluster import EtcdCluster
 from tests.cluster.test_cluster_shards import node, settled
 
@@ -97,3 +99,52 @@ async def test_a_key_left_by_a_release_that_failed_is_deleted_and_its_shard_clai
         async with node(etcd, prefix, tmp_path, "b") as (b, _):
             await settled({"a": a, "b": b})
         assert len(failed) == 1
+
+
+class HeldOwnersWatch:
+    """Holds every update of the watches over the shards' keys (their ownership view) until released: a lagging
+    watch. Counts the revision up to which the held updates were then delivered."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, owners: bytes) -> None:
+        self.holding = True
+        self.released = trio.Event()
+        self.delivered = 0
+        real_next = Watch.__anext__
+
+        async def next_update(watch: Watch) -> WatchUpdate:
+            update = await real_next(watch)
+            if bytes(watch._request.key) == owners:
+                if self.holding:
+                    await self.released.wait()
+                self.delivered = max(self.delivered, update.revision)
+            return update
+
+        monkeypatch.setattr(Watch, "__anext__", next_update)
+
+    def release(self) -> None:
+        self.holding = False
+        self.released.set()
+
+
+async def test_a_shard_taken_back_stays_when_a_lagging_watch_brings_the_old_keys_delete(
+        etcd: EtcdCluster, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node takes its shards back with new keys while its view of the holders lags; when the view brings the old
+    keys' deletes, after the new claims, the node keeps the shards on the keys it claimed last."""
+    async with node(etcd, prefix, tmp_path, "a") as (a, _):
+        await settled({"a": a})
+        assert a.cluster is not None and a.cluster.ownership is not None
+        ownership = a.cluster.ownership
+        watch = HeldOwnersWatch(monkeypatch, f"{prefix}owners/".encode())
+        before = ownership.holdings()
+        ownership._drop(sorted(before), "the test stops acting for them")
+        ownership._rerun.mark()
+        await settled({"a": a})
+        after = ownership.holdings()
+        assert all(after[shard] != before[shard] for shard in before)
+        last_claim = max(fence.operand for fence in after.values() if isinstance(fence, Compare))
+        watch.release()
+        with trio.fail_after(10):
+            while watch.delivered < last_claim:  # noqa: ASYNC110  # the watch's own progress: no event says when
+                await trio.sleep(0.05)
+        await settled({"a": a})
+        assert ownership.holdings() == after
