@@ -29,7 +29,7 @@ import msgspec
 import trio
 
 from controller.cluster.call_signing import SIGNATURE_HEADER
-from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, Outbox, ReplyFrame
+from controller.cluster.channel import CHANNEL_PATH, HELLO, WRITE_WITHIN, CallFrame, Outbox, ReplyFrame
 
 __all__ = ["InternalChannel"]
 
@@ -89,8 +89,12 @@ class InternalChannel:
             return
         await send({"type": "websocket.accept"})
 
-        async def write(message: bytes) -> None:
-            await send({"type": "websocket.send", "bytes": message})
+        async def write(message: bytes) -> bool:
+            # A node that reads none of its answers for this long is gone: the link ends (TooSlowError) rather than
+            # hold the answers of every other call.
+            with trio.fail_after(WRITE_WITHIN):
+                await send({"type": "websocket.send", "bytes": message})
+            return True
 
         replies = Outbox[ReplyFrame](write)
         refused = False

@@ -14,8 +14,9 @@ through both nodes' HTTP stacks.
 :class:`ChannelLinks` keeps the links. A caller asks for a link; one not open yet is opened by the links' own task
 (:meth:`ChannelLinks.run`), never by the caller, which waits for it within the connect timeout. A link that fails
 (the other node died, closed it, or sent something that is not WebSocket frames of answers) is dropped with every
-call waiting on it answered None ("not reached, or broken before the answer": the router asks the shard's next
-holder), and the next call opens a new one. A caller cancelled while it waits leaves the link as it is; the answer,
+call waiting on it answered :class:`Unanswered`: ``NOT_SENT`` when the call never left whole (the other node did not
+run it: it may go again at once), ``LOST`` when it did (the other node may have run it). The next call opens a new
+link. A caller cancelled while it waits leaves the link as it is; the answer,
 if it comes, is dropped; a message already taken is written whole all the same. A link whose write broke off, or
 took more than :data:`WRITE_WITHIN` (the other node reads nothing), cannot frame the next message, so it is dropped
 too.
@@ -24,6 +25,7 @@ too.
 from __future__ import annotations
 
 import contextlib
+import enum
 import itertools
 import logging
 import math
@@ -50,7 +52,7 @@ from controller.cluster.call_signing import SIGNATURE_HEADER
 from controller.etcd import ConnectFailed, connect, split_url
 
 __all__ = ["CHANNEL_PATH", "HELLO", "MESSAGE_BYTES", "WRITE_WITHIN", "CallFrame", "ChannelLinks", "Outbox",
-           "ReplyFrame"]
+           "ReplyFrame", "Unanswered"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -89,15 +91,27 @@ MESSAGE_BYTES = 1 << 20
 16 MiB hypercorn takes in a WebSocket message, whatever the calls' sizes."""
 
 
-class _Slot(Generic[F]):
-    """A frame waiting in an :class:`Outbox`, and whether a message has taken it."""
+class Unanswered(enum.Enum):
+    """Why a call got no answer."""
 
-    __slots__ = ("frame", "size", "taken")
+    NOT_SENT = "not sent"
+    """It never left this node whole (no link, or the message holding it was not written whole): the other node did
+    not run it."""
+    LOST = "lost"
+    """The link broke after it left: the other node may have run it."""
+
+
+class _Slot(Generic[F]):
+    """A frame waiting in an :class:`Outbox`, whether a message has taken it, and whether that message was written
+    whole."""
+
+    __slots__ = ("frame", "size", "taken", "written")
 
     def __init__(self, frame: F) -> None:
         self.frame: F = frame
         self.size = len(frame.body) + 256  # the id, the status or signature, and the framing, generously
         self.taken = False
+        self.written = False
 
 
 class Outbox(Generic[F]):
@@ -108,16 +122,18 @@ class Outbox(Generic[F]):
     yields one scheduler turn before it takes the waiting frames, so that frames put in the same turn join it; frames
     put while it writes wait for the next message. A frame whose :meth:`put` is cancelled before a message took it
     is never written; a message taken is written whole even if the task writing it is cancelled meanwhile (``write``
-    bounds its own time). ``write`` writes one encoded message; what it raises reaches the task that called it.
+    bounds its own time). ``write`` writes one encoded message and says whether it wrote it whole; what it raises
+    reaches the task that called it.
     """
 
-    def __init__(self, write: Callable[[bytes], Awaitable[None]], *, max_bytes: int = MESSAGE_BYTES) -> None:
+    def __init__(self, write: Callable[[bytes], Awaitable[bool]], *, max_bytes: int = MESSAGE_BYTES) -> None:
         self._write = write
         self._max_bytes = max_bytes
         self._waiting: list[_Slot[F]] = []
         self._writing = trio.Lock()
 
-    async def put(self, frame: F) -> None:
+    async def put(self, frame: F) -> bool:
+        """Whether ``frame`` went out in a message written whole."""
         slot = _Slot(frame)
         self._waiting.append(slot)
         try:
@@ -128,10 +144,13 @@ class Outbox(Generic[F]):
                     message = self._take()
                     # Shielded: the frames are out of the queue, and half a message would leave the link unusable.
                     with trio.CancelScope(shield=True):
-                        await self._write(_encoder.encode([taken.frame for taken in message]))
+                        whole = await self._write(_encoder.encode([taken.frame for taken in message]))
+                    for taken in message:
+                        taken.written = whole
         finally:
             if not slot.taken:  # given up before any message took it: it is never written
                 self._waiting.remove(slot)
+        return slot.written
 
     def _take(self) -> list[_Slot[F]]:
         message: list[_Slot[F]] = []
@@ -147,15 +166,15 @@ class Outbox(Generic[F]):
 
 
 class _Answer:
-    """Where one call's answer lands: set once, with the reply, or None when the link broke first."""
+    """Where one call's answer lands: set once, with the reply, or ``LOST`` when the link broke first."""
 
     __slots__ = ("done", "reply")
 
     def __init__(self) -> None:
         self.done = trio.Event()
-        self.reply: tuple[int, bytes] | None = None
+        self.reply: tuple[int, bytes] | Unanswered = Unanswered.LOST
 
-    def give(self, reply: tuple[int, bytes] | None) -> None:
+    def give(self, reply: tuple[int, bytes] | Unanswered) -> None:
         if not self.done.is_set():
             self.reply = reply
             self.done.set()
@@ -178,7 +197,8 @@ class _Link:
         self._stop = trio.CancelScope()
 
     async def serve(self, ssl_context: ssl.SSLContext, connect_timeout: float) -> None:
-        """Open the link, then read answers until it fails or is dropped; every call still waiting then gets None."""
+        """Open the link, then read answers until it fails or is dropped; every call still waiting then gets
+        ``LOST``."""
         try:
             with self._stop:
                 await self._open(ssl_context, connect_timeout)
@@ -199,35 +219,38 @@ class _Link:
         return self.open.is_set() and not self.usable
 
     def drop(self) -> None:
-        """Take the link out of use: calls waiting on it get None, and its task ends."""
+        """Take the link out of use: calls waiting on it get ``LOST`` (or ``NOT_SENT``, theirs never written whole),
+        and its task ends."""
         self.usable = False
         self.open.set()
         waiting, self._waiting = self._waiting, {}
         for answer in waiting.values():
-            answer.give(None)
+            answer.give(Unanswered.LOST)
         self._stop.cancel()
 
-    async def call(self, body: bytes) -> tuple[int, bytes] | None:
-        """Send one call and wait for its answer; None if the link is not open, or broke before the answer came."""
+    async def call(self, body: bytes) -> tuple[int, bytes] | Unanswered:
+        """Send one call and wait for its answer: :class:`Unanswered` if the link is not open, or broke before the
+        answer came."""
         if not self.usable:
-            return None
+            return Unanswered.NOT_SENT
         call_id = next(self._ids)
         answer = _Answer()
         self._waiting[call_id] = answer
         try:
-            await self._outbox.put(CallFrame(call_id, self._sign(body), body))
+            if not await self._outbox.put(CallFrame(call_id, self._sign(body), body)):
+                return Unanswered.NOT_SENT
             await answer.done.wait()
             return answer.reply
         finally:
             self._waiting.pop(call_id, None)
 
-    async def _write(self, message: bytes) -> None:
-        await self._send(Message(data=message))
+    async def _write(self, message: bytes) -> bool:
+        return await self._send(Message(data=message))
 
-    async def _send(self, event: Event) -> None:
+    async def _send(self, event: Event) -> bool:
         """Write ``event`` whole within :data:`WRITE_WITHIN` seconds, or drop the link: the calls waiting on it then
-        get None. Framed only while the link is usable (once the other node closed it, WebSocket frames no more of
-        it)."""
+        get ``LOST``. Framed only while the link is usable (once the other node closed it, WebSocket frames no more
+        of it). Whether it was written whole: a message cut short is never read as one by the other node."""
         stream = self._stream
         whole = False
         try:
@@ -240,6 +263,7 @@ class _Link:
         finally:
             if not whole:  # broken, too slow (the other node reads nothing), or cut: what follows could not be framed
                 self.drop()
+        return whole
 
     async def _open(self, ssl_context: ssl.SSLContext, connect_timeout: float) -> None:
         scheme, host, port, base = split_url(self.address)
@@ -327,13 +351,13 @@ class ChannelLinks:
             if self._links.get(link.address) is link:
                 del self._links[link.address]
 
-    async def call(self, address: str, body: bytes) -> tuple[int, bytes] | None:
-        """The status and body the node at ``address`` answered ``body`` with; None if it was not reached (or the
-        links are not running), or the link broke before the answer."""
+    async def call(self, address: str, body: bytes) -> tuple[int, bytes] | Unanswered:
+        """The status and body the node at ``address`` answered ``body`` with; ``NOT_SENT`` if it was not reached
+        (or the links are not running), ``LOST`` if the link broke after the call left."""
         link = self._links.get(address)
         if link is None or link.failed:
             if not self._running:
-                return None
+                return Unanswered.NOT_SENT
             link = self._links[address] = _Link(address, self._sign)
             self._opening.send_nowait(link)
         await link.open.wait()

@@ -6,9 +6,12 @@ or removal, or a read of an identity's state goes to this node's engine when thi
 (or the error) the owner's engine gave, as a single node would give it. While nobody holds the shard (its owner
 died and its lease has not expired yet, or it is being handed on), the call waits for a holder, at most
 :attr:`RoutedPosture.within` seconds, then answers 503 ``CLUSTER_UNAVAILABLE``. An owner that lost the shard
-meanwhile answers "moved" and the call is routed again. A call the owner did not answer while it still holds the
-shard (its link broke) is sent again at once, once, over a new link; after that it waits for the shard to change
-hands.
+meanwhile answers "moved" and the call is routed again. A call that never left this node whole (its link broke
+first) is sent again at once, once, over a new link. One the owner may have run (the link broke after the call
+left, or the owner did not answer in time) is never sent to that owner again: it waits for the shard to change hands
+(the owner died), and answers 503 ``applied: unknown`` if it does not in time. The next holder runs it, so a call
+whose first owner ran it and died before answering has run on both (the first one's writes stand if they committed
+before its fence was taken).
 
 **The internal channel.** A WebSocket to each other node's own listener (its address in its membership record), many
 calls in flight on each (``controller/cluster/channel.py``; ``web/internal_channel.py`` serves it). Each call is
@@ -43,7 +46,7 @@ import msgspec
 import trio
 
 from controller.cluster import call_signing
-from controller.cluster.channel import ChannelLinks
+from controller.cluster.channel import ChannelLinks, Unanswered
 from controller.cluster.membership import Membership
 from controller.cluster.ownership import ShardOwnership
 from controller.cluster.shards import SHARDS, shard_of
@@ -93,7 +96,12 @@ class HostedEngine(PostureService, Protocol):
 
 
 class _Unreachable(Exception):
-    """The owner did not answer (it died, or is paused): wait for the shard's next holder."""
+    """The owner did not answer (it died, or is paused): wait for the shard's next holder. ``sent``: the call may
+    have reached it, and run."""
+
+    def __init__(self, why: str, *, sent: bool) -> None:
+        super().__init__(why)
+        self.sent = sent
 
 
 class RoutedPosture:
@@ -163,7 +171,9 @@ class RoutedPosture:
     async def _call(self, op: str, identity_id: str, args: dict[str, Any]) -> Any:
         deadline = trio.current_time() + self.within
         ownership = self._ownership
-        again_at_once = True  # a link that broke under a live holder is opened anew at once, once
+        again_at_once = True  # a call that never left whole goes again at once over a new link, once
+        sent = False  # it may have reached a holder, and run there
+        tried: str | None = None  # the holder it may have run on: never sent there again
         while True:
             if ownership.owns(identity_id):
                 try:
@@ -173,17 +183,21 @@ class RoutedPosture:
             else:
                 holder = ownership.holder(identity_id)
                 record = self._membership.live().get(holder) if holder is not None else None
-                if holder is not None and record is not None and holder != ownership.name:
+                if holder is not None and record is not None and holder not in (ownership.name, tried):
                     try:
                         call = _Call(op, identity_id, args, self._causality.position)
                         return await self._forward(holder, record.internal_address, call, deadline)
-                    except _Unreachable:
-                        if again_at_once and ownership.holder(identity_id) == holder:
+                    except _Unreachable as unreachable:
+                        sent = sent or unreachable.sent
+                        if not unreachable.sent and again_at_once and ownership.holder(identity_id) == holder:
                             again_at_once = False
                             continue
+                        if unreachable.sent:  # never to that holder again: wait for the next
+                            tried = holder
             if trio.current_time() >= deadline:
                 raise ApiError("CLUSTER_UNAVAILABLE", nested_cause(
-                    "no live node hosted the identity's actor in time", "CLUSTER_UNAVAILABLE", {"applied": "no"}))
+                    "no live node hosted the identity's actor in time", "CLUSTER_UNAVAILABLE",
+                    {"applied": "unknown" if sent else "no"}))
             with trio.move_on_at(deadline):
                 await ownership.changed.park()
 
@@ -191,7 +205,7 @@ class RoutedPosture:
         """Send ``call`` to ``holder``; given up (:class:`_Unreachable`) when it cannot be reached, or when the
         shard changes hands meanwhile (a paused holder never answers: its successor does)."""
         ownership = self._ownership
-        reply: tuple[int, bytes] | None = None
+        reply: tuple[int, bytes] | Unanswered = Unanswered.LOST  # cut off waiting: it may have left
         with trio.move_on_at(max(deadline, trio.current_time() + 0.1)) as waiting:
             def moved() -> None:
                 if ownership.holder(call.identity_id) != holder:
@@ -199,21 +213,22 @@ class RoutedPosture:
 
             with ownership.changed.calling(moved):
                 reply = await self._send(holder, address, call)
-        if reply is None:
-            raise _Unreachable("the shard changed hands, or its holder did not answer in time")
+        if isinstance(reply, Unanswered):
+            raise _Unreachable(f"no answer from the shard's holder: {reply.value}", sent=reply is Unanswered.LOST)
         status, content = reply
         self.forwarded += 1
         if status == _MOVED:
-            raise _Unreachable("the node no longer hosts the identity")
+            raise _Unreachable("the node no longer hosts the identity", sent=False)
         return _result(status, content)
 
-    async def _send(self, node: str, address: str, call: _Call) -> tuple[int, bytes] | None:
-        """Send ``call``, signed, to ``node`` at ``address``: its status and body, or None if it was not reached
-        (or the internal channel is not running: a bootstrap write, or stopping) or the link broke before the
-        answer."""
+    async def _send(self, node: str, address: str, call: _Call) -> tuple[int, bytes] | Unanswered:
+        """Send ``call``, signed, to ``node`` at ``address``: its status and body, or why it has none (not reached,
+        the internal channel not running, as for a bootstrap write or while stopping; or the link broke after it
+        left)."""
         reply = await self._links.call(address, msgspec.json.encode(call))
-        if reply is None:
-            log.info("a forwarded call did not reach its node", extra={"node": node, "address": address})
+        if isinstance(reply, Unanswered):
+            log.info("a forwarded call got no answer from its node",
+                     extra={"node": node, "address": address, "why": reply.value})
         return reply
 
     # -- re-checks on the other nodes -----------------------------------------------------------------------------
@@ -268,8 +283,8 @@ class RoutedPosture:
             settled.update(await self._settle_hosted(call.args.get("identities")))
             return
         record = self._membership.live().get(node)
-        reply = await self._send(node, record.internal_address, call) if record is not None else None
-        if reply is None:
+        reply = await self._send(node, record.internal_address, call) if record is not None else Unanswered.NOT_SENT
+        if isinstance(reply, Unanswered):
             return
         try:
             shards = _result(*reply)

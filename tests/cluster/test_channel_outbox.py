@@ -23,11 +23,12 @@ class Writes:
         self.held: trio.Event | None = None
         self.writing = trio.Event()
 
-    async def __call__(self, message: bytes) -> None:
+    async def __call__(self, message: bytes) -> bool:
         self.messages.append(sorted(f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])))
         self.writing.set()
         if self.held is not None:
             await self.held.wait()
+        return True
 
 
 async def test_frames_put_in_one_turn_go_in_one_message_and_those_put_during_a_write_in_the_next() -> None:
@@ -74,9 +75,10 @@ async def test_a_message_taken_is_written_whole_though_its_writer_is_cancelled()
     finished: list[int] = []
     release = trio.Event()
 
-    async def write(message: bytes) -> None:
+    async def write(message: bytes) -> bool:
         await release.wait()  # half out
         finished.append(len(msgspec.msgpack.decode(message, type=list[CallFrame])))
+        return True
 
     outbox = Outbox[CallFrame](write)
     cancelled = trio.CancelScope()
@@ -101,9 +103,10 @@ async def test_a_message_holds_at_most_its_bytes_and_the_frames_go_in_order() ->
     messages: list[list[int]] = []
     release = trio.Event()
 
-    async def write(message: bytes) -> None:
+    async def write(message: bytes) -> bool:
         messages.append([f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])])
         await release.wait()  # the first message holds the others back: they wait together
+        return True
 
     outbox = Outbox[CallFrame](write, max_bytes=3 * (1000 + 256))
     sizes = [10, 1000, 1000, 1000, 1000, 5000, 10]
@@ -117,3 +120,29 @@ async def test_a_message_holds_at_most_its_bytes_and_the_frames_go_in_order() ->
             await trio.testing.wait_all_tasks_blocked()  # put in this order
         release.set()
     assert messages == [[0], [1, 2, 3], [4], [5], [6]]
+
+
+async def test_each_frame_learns_whether_its_message_was_written_whole() -> None:
+    """A message written whole: every frame in it says so; one cut short (the link broke): none of them does, and
+    the next message's frames are told of theirs."""
+    results: dict[int, bool] = {}
+    whole = [False, True]
+    release = trio.Event()
+
+    async def write(message: bytes) -> bool:
+        await release.wait()
+        return whole.pop(0)
+
+    outbox = Outbox[CallFrame](write)
+
+    async def put(n: int) -> None:
+        results[n] = await outbox.put(frame(n))
+
+    async with trio.open_nursery() as nursery:
+        for n in range(2):
+            nursery.start_soon(put, n)
+        await trio.testing.wait_all_tasks_blocked()  # 0 and 1 in the first message, which is being written
+        nursery.start_soon(put, 2)
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert results == {0: False, 1: False, 2: True}

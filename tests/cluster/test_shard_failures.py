@@ -1,6 +1,6 @@
 """Shard ownership and forwarding when something fails under them, with cluster nodes in this process on the
-worker's etcd: a link that broke under a live owner, a shard its node takes back (while its view of the holders lags,
-too), a release whose delete failed."""
+worker's etcd: a link that broke under a live owner (before the call left, and after), a shard its node takes back
+(while its view of the holders lags, too), a release whose delete failed."""
 
 from __future__ import annotations
 
@@ -11,35 +11,44 @@ from typing import Any
 import pytest
 import trio
 
+from controller.cluster.channel import Unanswered
 from controller.data.commit_step import ConditionFailed
+from controller.errors import ApiError
 from controller.etcd import Compare, Delete, Op, TxnResult, Unavailable, WatchUpdate
 from controller.etcd.watch import Watch
+from controller.runtime.composition import Controller
 from tests.cluster.etcd_cluster import EtcdCluster
 from tests.cluster.test_cluster_shards import node, settled
 
 
-async def test_a_call_whose_link_broke_under_a_live_owner_is_sent_again_at_once(etcd: EtcdCluster, prefix: str,
-                                                                                  tmp_path: Path) -> None:
-    """The owner is alive and keeps the shard, but the link carrying the call broke: the call goes again over a new
-    link at once, instead of waiting for the shard to change hands."""
+async def forwarding_node(a: Controller, b: Controller, name: str) -> tuple[Controller, str]:
+    """An identity created on ``a``, and the node of the two that does not host it (whose calls are forwarded)."""
+    created = await a.domain.create("identities", {"name": name, "type": "User", "isAdmin": False})
+    identity = str(created["id"])
+    with trio.fail_after(10):
+        await b.freshness.wait_fresh()
+    other = b if a.cluster is not None and a.cluster.ownership is not None \
+        and a.cluster.ownership.owns(identity) else a
+    return other, identity
+
+
+async def test_a_call_that_never_left_under_a_live_owner_is_sent_again_at_once(etcd: EtcdCluster, prefix: str,
+                                                                                tmp_path: Path) -> None:
+    """The owner is alive and keeps the shard, but the link broke before the call left: the call goes again over a
+    new link at once, instead of waiting for the shard to change hands."""
     async with node(etcd, prefix, tmp_path, "a") as (a, _), node(etcd, prefix, tmp_path, "b") as (b, _):
         await settled({"a": a, "b": b})
-        created = await a.domain.create("identities", {"name": "broken-link", "type": "User", "isAdmin": False})
-        identity = str(created["id"])
-        with trio.fail_after(10):
-            await b.freshness.wait_fresh()
-        other = b if a.cluster is not None and a.cluster.ownership is not None \
-            and a.cluster.ownership.owns(identity) else a
+        other, identity = await forwarding_node(a, b, "broken-link")
         assert other.cluster is not None and other.cluster.router is not None and other.cluster.ownership is not None
         router, changes = other.cluster.router, other.cluster.ownership.changed
         real_send, real_park = router._send, changes.park
         broken: list[str] = []
         parked: list[int] = []
 
-        async def breaking(node_name: str, address: str, call: Any) -> tuple[int, bytes] | None:
+        async def breaking(node_name: str, address: str, call: Any) -> tuple[int, bytes] | Unanswered:
             if not broken:
                 broken.append(node_name)
-                return None  # as a link that broke before the answer
+                return Unanswered.NOT_SENT  # as a link that broke before the call left
             return await real_send(node_name, address, call)
 
         async def park() -> None:
@@ -52,6 +61,31 @@ async def test_a_call_whose_link_broke_under_a_live_owner_is_sent_again_at_once(
             state = await other.posture.state(identity)
         assert state.identity_id == identity and len(broken) == 1 and router.forwarded == 1
         assert parked == []  # it never waited for the shard to change hands
+
+
+async def test_a_call_the_owner_may_have_run_is_not_sent_to_it_again(etcd: EtcdCluster, prefix: str,
+                                                                     tmp_path: Path) -> None:
+    """The call left, and the link broke before the answer, under an owner that lives on and keeps the shard: it may
+    have run there, so it is not sent there again; at the end of its wait it answers 503 ``applied: unknown``."""
+    async with node(etcd, prefix, tmp_path, "a") as (a, _), node(etcd, prefix, tmp_path, "b") as (b, _):
+        await settled({"a": a, "b": b})
+        other, identity = await forwarding_node(a, b, "lost-answer")
+        assert other.cluster is not None and other.cluster.router is not None
+        router = other.cluster.router
+        router.within = 1.0
+        real_send = router._send
+        sent: list[str] = []
+
+        async def answer_lost(node_name: str, address: str, call: Any) -> tuple[int, bytes] | Unanswered:
+            sent.append(node_name)
+            await real_send(node_name, address, call)  # it ran there
+            return Unanswered.LOST
+
+        router._send = answer_lost  # type: ignore[method-assign]
+        with trio.fail_after(30), pytest.raises(ApiError) as unavailable:
+            await other.posture.state(identity)
+        assert unavailable.value.code == "CLUSTER_UNAVAILABLE" and unavailable.value.cause is not None
+        assert unavailable.value.cause["data"] == {"applied": "unknown"} and len(sent) == 1
 
 
 async def test_a_shard_its_node_takes_back_gets_a_new_key_and_the_old_fence_fails(etcd: EtcdCluster, prefix: str,
