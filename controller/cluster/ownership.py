@@ -336,6 +336,10 @@ class ShardOwnership:
             if not waiting.cancelled_caught or self._membership.keeper is not keeper:
                 continue
             self._drop(list(self._mine), "this node's lease could not be renewed in time")
-            with trio.move_on_at(keeper.valid_until):  # then it is replaced, which marks a change anyway
+            with trio.move_on_at(keeper.valid_until):
                 await keeper.renewed.park()
             self._rerun.mark()
+            # Lapsed (or gone: etcd said so), it is never renewed: wait for the membership to replace it, which marks
+            # a change, however long etcd takes to grant another (an outage), rather than go round again at once.
+            while self._membership.keeper is keeper and keeper.remaining(trio.current_time()) <= 0:
+                await self._rerun.marked()
