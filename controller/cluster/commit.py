@@ -154,11 +154,16 @@ class ReplicatedCommit:
         try:
             if bounds is None:
                 raise Unavailable("etcd was unavailable for as long as the write may wait")
-            while todo:
-                settled = await self._attempt([batch[i] for i in todo], bounds)
-                for position, outcome in settled.items():
-                    outcomes[todo[position]] = outcome
-                todo = [i for i in todo if outcomes[i] is None]
+            if not await self._local.hold_writes(bounds.send):
+                raise Unavailable("this node's replica was being rebuilt from etcd for as long as the write may wait")
+            try:
+                while todo:
+                    settled = await self._attempt([batch[i] for i in todo], bounds)
+                    for position, outcome in settled.items():
+                        outcomes[todo[position]] = outcome
+                    todo = [i for i in todo if outcomes[i] is None]
+            finally:
+                self._local.release_writes()
         except Unavailable as error:
             log.warning("a write found etcd unavailable", extra={"error": str(error)})
             for i in todo:

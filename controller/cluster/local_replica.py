@@ -82,6 +82,7 @@ class LocalReplica:
         self._announced: set[str] = set()  # own writes whose changes their callers' listeners announce
         self._thread: PinnedThread | None = None  # where transactions begin and commit, if synced
         self._running = False
+        self._writes = trio.Lock()  # held by the commit step around each batch, and by a rebuild while it reads
         self.kick: Callable[[], None] = lambda: None  # restarts the replica's watch (set by the replica service)
 
     # -- what the replica service and readers use ---------------------------------------------------------------
@@ -107,12 +108,20 @@ class LocalReplica:
         self._arrivals.unpark_all()
         self._wake()
 
-    async def swap(self, snapshot: Snapshot) -> None:
-        """Serve from a rebuilt replica from now on; returns once it is swapped in."""
-        self._snapshot = snapshot
-        self._arrivals.unpark_all()
-        self._wake()
-        await snapshot.done.wait()
+    @asynccontextmanager
+    async def rebuilding(self) -> AsyncIterator[Callable[[Snapshot], None]]:
+        """Around reading a rebuilt replica, from before its first read: the commit step sends nothing to etcd
+        meanwhile (the batch under way ends first), so that every write this node commits before the swap is in
+        the rebuilt replica, rather than landing past the revision it is read at and being served as absent until
+        the watch brings it back. Gives the function that hands the rebuilt replica over, to be swapped in before
+        the next batch runs (its ``done`` is set then)."""
+        async with self._writes:
+            def hand_over(snapshot: Snapshot) -> None:
+                self._snapshot = snapshot
+                self._arrivals.unpark_all()
+                self._wake()
+
+            yield hand_over
 
     async def wait_until(self, reached: Callable[[ReplicaPosition], bool]) -> None:
         """Return once the replica's position is ``reached``."""
@@ -153,6 +162,24 @@ class LocalReplica:
             return
         with trio.CancelScope(shield=True):
             await self._thread.call(_end, self.store, raw, commit)
+
+    async def hold_writes(self, deadline: float) -> bool:
+        """Take the right to commit a batch (:meth:`release_writes` gives it back), which a rebuild holds while it
+        reads (:meth:`rebuilding`); False if it did not come by ``deadline``. A rebuilt replica handed over
+        meanwhile is swapped in before this returns True."""
+        try:
+            self._writes.acquire_nowait()  # no scheduler turn when nothing rebuilds: the common case
+        except trio.WouldBlock:
+            with trio.move_on_at(deadline) as waited:
+                await self._writes.acquire()
+            if waited.cancelled_caught:
+                return False
+            await self.apply_pending()
+        return True
+
+    def release_writes(self) -> None:
+        """Give back what :meth:`hold_writes` took."""
+        self._writes.release()
 
     def moved_on(self) -> None:
         """The position moved (the commit step committed a batch): wake who waits for it."""

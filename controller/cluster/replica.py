@@ -2,8 +2,10 @@
 
 The watch starts at the revision after the one the replica records, so a node restarted on its data directory
 resumes where it stopped. A replica that holds nothing yet, or whose history etcd has compacted away (``Compacted``),
-is rebuilt from a consistent read (``controller/cluster/snapshot.py``) while the node keeps serving from the old one,
-swapped in by the commit step, and watched from the revision of that read. The updates themselves are applied on the
+is rebuilt from a consistent read (``controller/cluster/snapshot.py``) while the node keeps serving reads from the old
+one, swapped in by the commit step, and watched from the revision of that read. The node's writes wait meanwhile
+(each within its bound): one committed during the read would land past the revision it is read at, and be served
+as absent after the swap until the watch brought it back. The updates themselves are applied on the
 writer's task (``controller/cluster/local_replica.py``), in revision order, with the revision recorded in the same
 transaction.
 
@@ -56,9 +58,11 @@ class ReplicaService:
     async def rebuild(self) -> None:
         """Build the replica afresh from etcd and swap it in (the live one keeps serving meanwhile)."""
         path = self._rebuild_path()
-        snapshot = await load_snapshot(self._etcd, self._keys, self._local.network, path, self._layouts,
-                                       durable=self._durable)
-        await self._local.swap(snapshot)
+        async with self._local.rebuilding() as hand_over:
+            snapshot = await load_snapshot(self._etcd, self._keys, self._local.network, path, self._layouts,
+                                           durable=self._durable)
+            hand_over(snapshot)
+        await snapshot.done.wait()
         self.rebuilds += 1
 
     def _rebuild_path(self) -> Path:
