@@ -102,7 +102,8 @@ class ReplicatedCommit:
         self._node = node
         self._ids = itertools.count()
         self._prefix = os.urandom(6).hex()
-        self._troubled = False  # the last batch found etcd unavailable, or answered 503 for want of it
+        self._troubled = False  # etcd failed the last batch it was asked about
+        self._failing = False  # etcd failed a request of the batch under way
         self.conflicts = 0  # batches that found the head moved by another node's write, and ran again
 
     @property
@@ -150,7 +151,10 @@ class ReplicatedCommit:
         started = time.perf_counter()
         outcomes: list[Outcome | None] = [None] * len(batch)
         todo = list(range(len(batch)))
-        bounds = batch_bounds(trio.current_time(), min(item.queued_at for item in batch), self._troubled)
+        now = trio.current_time()
+        oldest = min((item.queued_at for item in batch if item.queued_at is not None), default=now)
+        bounds = batch_bounds(now, oldest, self._troubled)
+        self._failing = False
         try:
             if bounds is None:
                 raise Unavailable("etcd was unavailable for as long as the write may wait")
@@ -174,10 +178,9 @@ class ReplicatedCommit:
             answer([outcome if outcome is not None else Outcome() for outcome in outcomes],
                    time.perf_counter() - started)
             raise
-        answered = [outcome if outcome is not None else Outcome() for outcome in outcomes]
-        self._troubled = any(isinstance(outcome.error, ApiError) and outcome.error.code == "CLUSTER_UNAVAILABLE"
-                             for outcome in answered)
-        answer(answered, time.perf_counter() - started)
+        if bounds is not None:  # a batch answered untried leaves etcd as it found it: in trouble
+            self._troubled = self._failing
+        answer([outcome if outcome is not None else Outcome() for outcome in outcomes], time.perf_counter() - started)
 
     async def _attempt(self, items: Sequence[Queued], bounds: Bounds) -> dict[int, Outcome]:
         """Run ``items`` once on the replica and try to commit them; the outcomes settled (by position). Those left
@@ -289,9 +292,13 @@ class ReplicatedCommit:
         """One guarded txn (:func:`send_guarded`), which answers the read barrier's waiting round if it commits."""
         ride = self._barrier.ride()
         result: GuardedResult | None = None
+        late = trio.current_time() >= deadline  # then nothing is sent: no failure of etcd's
         try:
             result = await send_guarded(self._etcd, self._keys, head_key, ops, at, head_value, guards, deadline)
             return result
+        except EtcdError:
+            self._failing = self._failing or not late
+            raise
         finally:
             if ride is not None:
                 ride(result.heads if isinstance(result, Committed) else None)
@@ -351,6 +358,7 @@ class ReplicatedCommit:
             await self._local.catch_up(fenced.revision, deadline, main=False)
         except Unavailable as error:  # OutcomeUnknown too
             failure = error
+            self._failing = True
         finally:
             revision = self._local.seen(write_id)
         if revision == LOST:

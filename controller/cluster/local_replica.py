@@ -165,8 +165,9 @@ class LocalReplica:
 
     async def hold_writes(self, deadline: float) -> bool:
         """Take the right to commit a batch (:meth:`release_writes` gives it back), which a rebuild holds while it
-        reads (:meth:`rebuilding`); False if it did not come by ``deadline``. A rebuilt replica handed over
-        meanwhile is swapped in before this returns True."""
+        reads (:meth:`rebuilding`); False, not taken, if it did not come by ``deadline``. A rebuilt replica handed
+        over meanwhile is swapped in first, and if that leaves no time before ``deadline``, False all the same. (A
+        swap tells the listeners the whole difference: writes queued before it can wait past their bound.)"""
         try:
             self._writes.acquire_nowait()  # no scheduler turn when nothing rebuilds: the common case
         except trio.WouldBlock:
@@ -174,7 +175,16 @@ class LocalReplica:
                 await self._writes.acquire()
             if waited.cancelled_caught:
                 return False
+        if self._snapshot is None:
+            return True
+        try:
             await self.apply_pending()
+        except BaseException:
+            self._writes.release()
+            raise
+        if trio.current_time() >= deadline:
+            self._writes.release()
+            return False
         return True
 
     def release_writes(self) -> None:

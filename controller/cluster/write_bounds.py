@@ -35,11 +35,11 @@ class Bounds:
 
 
 def batch_bounds(now: float, oldest: float, troubled: bool) -> Bounds | None:
-    """The bounds of a batch taken at ``now`` whose oldest write was queued at ``oldest``, within
+    """The bounds of a batch taken at ``now`` whose oldest write a caller waits for was queued at ``oldest``, within
     :data:`ANSWER_WITHIN` of it where the time left allows :data:`LAST_TRY`. None: the batch is answered 503 at
-    once, untried: its oldest write has waited out its time and the batch before it found etcd in trouble
+    once, untried: its oldest write has waited out its time and etcd failed the last batch that asked it
     (``troubled``), so that the batches queued during an outage are each answered in time, rather than each taking
-    a try after the last."""
+    a try after the last. A backlog on a healthy etcd is tried, however old."""
     limit = oldest + ANSWER_WITHIN
     send = min(now + WRITE_DEADLINE, limit - SHOW_GRACE)
     if send < now + LAST_TRY:

@@ -42,8 +42,9 @@ class Queued(Protocol):
         """Read once the mutation has run (a posted write may still gather them until then)."""
 
     @property
-    def queued_at(self) -> float:
-        """When it was queued (``trio.current_time()``): a step that bounds how long a caller waits counts from it."""
+    def queued_at(self) -> float | None:
+        """When it was queued (``trio.current_time()``), for a step that bounds how long a caller waits; None for a
+        write nobody waits for (:meth:`~controller.data.group_commit.Writer.post`)."""
 
 
 class ConditionFailed(Exception):

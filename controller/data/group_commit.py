@@ -47,7 +47,7 @@ class _Request(OneShot[Outcome]):
         self.mutation = mutation
         self.on_commit = on_commit
         self.conditions = conditions
-        self.queued_at = trio.current_time()
+        self.queued_at: float | None = trio.current_time()
 
 
 class _Posted(_Request):
@@ -59,6 +59,7 @@ class _Posted(_Request):
                  on_done: Callable[[Outcome], None], conditions: Sequence[object] = ()) -> None:
         super().__init__(mutation, on_commit, conditions)
         self.on_done = on_done
+        self.queued_at = None  # nobody waits: it bounds no batch
 
     def send(self, value: Outcome) -> None:
         self.on_done(value)

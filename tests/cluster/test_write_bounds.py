@@ -139,3 +139,23 @@ async def test_batches_queued_during_an_outage_are_each_answered_within_the_boun
     assert answers.at == {"first": 3.5, "b0": 4.0, "b1": 4.0, "b2": 4.0, "b3": 4.0}
     assert sorted(answers.applied.values()) == ["no", "no", "unknown", "unknown", "unknown"]
     assert etcd.txns == 2  # one txn per batch sent (the deadline had passed for the fence that would settle it)
+
+
+async def test_writes_nobody_waits_for_bound_no_batch(tmp_path: Path, autojump_clock: trio.abc.Clock) -> None:
+    """Posted writes (the identity actors' own) have no caller to answer within the API's bound: a batch of them
+    queued behind one etcd did not answer gets a whole deadline of its own, rather than what is left of theirs, or
+    none."""
+    etcd = Silent()
+    done: dict[str, float] = {}
+    async with writer(tmp_path, etcd, max_batch=64) as running:
+        start = trio.current_time()
+
+        def post(name: str) -> None:
+            running.post(put(name), lambda outcome: done.__setitem__(name, round(trio.current_time() - start, 9)))
+
+        post("first")
+        await trio.sleep(0.5)
+        post("queued")
+        while len(done) < 2:  # noqa: ASYNC110  # the writer's own progress, on virtual time
+            await trio.sleep(0.5)
+    assert done == {"first": 3.5, "queued": 3.5 + WRITE_DEADLINE} and etcd.txns == 2
