@@ -8,8 +8,9 @@ died and its lease has not expired yet, or it is being handed on), the call wait
 :attr:`RoutedPosture.within` seconds, then answers 503 ``CLUSTER_UNAVAILABLE``. An owner that lost the shard
 meanwhile answers "moved" and the call is routed again. A call that never left this node whole (its link broke
 first) is sent again at once, once, over a new link. One the owner may have run (the link broke after the call
-left, or the owner did not answer in time) is never sent to that owner again: it waits for the shard to change hands
-(the owner died), and answers 503 ``applied: unknown`` if it does not in time. The next holder runs it, so a call
+left, or the owner did not answer in time) is never sent under that owner's claim again: it waits for the shard to
+change hands (the owner died, or let the shard go and took it back with a new claim), and answers 503 ``applied:
+unknown`` if it does not in time. The next holder runs it, so a call
 whose first owner ran it and died before answering has run on both (the first one's writes stand if they committed
 before its fence was taken).
 
@@ -173,7 +174,7 @@ class RoutedPosture:
         ownership = self._ownership
         again_at_once = True  # a call that never left whole goes again at once over a new link, once
         sent = False  # it may have reached a holder, and run there
-        tried: str | None = None  # the holder it may have run on: never sent there again
+        tried: set[tuple[str, int]] = set()  # the claims under which it may have run: never sent to them again
         while True:
             if ownership.owns(identity_id):
                 try:
@@ -181,9 +182,10 @@ class RoutedPosture:
                 except (Moved, ConditionFailed):
                     pass  # the shard went elsewhere under the call: route it again
             else:
-                holder = ownership.holder(identity_id)
-                record = self._membership.live().get(holder) if holder is not None else None
-                if holder is not None and record is not None and holder not in (ownership.name, tried):
+                claim = ownership.claim(identity_id)
+                holder = claim[0] if claim is not None else ""
+                record = self._membership.live().get(holder) if claim is not None else None
+                if claim is not None and record is not None and holder != ownership.name and claim not in tried:
                     try:
                         call = _Call(op, identity_id, args, self._causality.position)
                         return await self._forward(holder, record.internal_address, call, deadline)
@@ -192,8 +194,10 @@ class RoutedPosture:
                         if not unreachable.sent and again_at_once and ownership.holder(identity_id) == holder:
                             again_at_once = False
                             continue
-                        if unreachable.sent:  # never to that holder again: wait for the next
-                            tried = holder
+                        if unreachable.sent:  # never under that claim again: wait for the next
+                            tried.add(claim)
+                        if ownership.claim(identity_id) != claim:
+                            continue  # it changed hands already (the wait may have ended for that): route it now
             if trio.current_time() >= deadline:
                 raise ApiError("CLUSTER_UNAVAILABLE", nested_cause(
                     "no live node hosted the identity's actor in time", "CLUSTER_UNAVAILABLE",
@@ -330,11 +334,12 @@ class RoutedPosture:
 
     async def serve(self, signature: str | None, body: bytes) -> tuple[int, bytes]:
         """Answer a forwarded call, once this node's replica holds the revision it names: its status and JSON body
-        (401 unsigned, 409 when this node does not host the identity, else 200 with the result or the error the
-        engine gave; ``CLUSTER_UNAVAILABLE`` when the replica did not reach the revision in time). A ``settle``
-        answers the shards hosted throughout, or ``CLUSTER_UNAVAILABLE`` when the identities did not settle within
-        :attr:`within` (the sender waits no longer). The general read barrier is not needed before it
-        (web/internal_channel.py calls this in front of the application, whose barrier never runs)."""
+        (401 unsigned; 409 when this node does not host the identity, once the claims it made are adopted; else
+        200 with the result or the error the engine gave, ``CLUSTER_UNAVAILABLE`` when the replica did not reach
+        the revision in time). A ``settle`` answers the shards hosted throughout, or ``CLUSTER_UNAVAILABLE`` when
+        the identities did not settle within :attr:`within` (the sender waits no longer). The general read barrier
+        is not needed before it (web/internal_channel.py calls this in front of the application, whose barrier
+        never runs)."""
         if not self.verified(signature, body):
             return 401, b'{"error":{"code":"UNAUTHORIZED"}}'
         try:
@@ -349,7 +354,13 @@ class RoutedPosture:
                 shards = await self._settle_hosted(call.args.get("identities"))
                 return 200, msgspec.json.encode({"result": sorted(shards)})
             return 200, b'{"error":{"code":"CLUSTER_UNAVAILABLE"}}'
-        if not self._ownership.owns(call.identity_id):
+        ownership = self._ownership
+        if not ownership.owns(call.identity_id):
+            # It may be claimed and not adopted yet (the caller saw the claim): a "moved" would leave the caller
+            # waiting for a change of hands that will not come. Nothing to wait for when no claim is under way.
+            with trio.move_on_after(self.within):
+                await ownership.claims_adopted()
+        if not ownership.owns(call.identity_id):
             return _MOVED, b"{}"
         try:
             result = await self._run_local(call.op, call.identity_id, call.args)

@@ -112,6 +112,7 @@ class ShardOwnership:
         self.name = ""  # this node's name, once it serves (it claims nothing before)
         self.host: ShardHost | None = None
         self._holders: dict[int, str] = {}  # shard -> the node whose key holds it
+        self._claims: dict[int, int] = {}  # shard -> its key's create revision (a claim taken anew has a new one)
         self._mine: dict[int, Compare] = {}  # shard -> its fence (adopted: the engine hosts its identities)
         self._claiming = 0  # claims made in etcd and not yet adopted (or given up)
         self._adopted = trio.lowlevel.ParkingLot()  # woken when the claims under way are adopted or given up
@@ -132,6 +133,13 @@ class ShardOwnership:
     def holder(self, identity_id: str) -> str | None:
         """The node holding the identity's shard, as the watch last told (None: nobody, for now)."""
         return self._holders.get(shard_of(identity_id))
+
+    def claim(self, identity_id: str) -> tuple[str, int] | None:
+        """The node holding the identity's shard and its claim's create revision, as the watch last told: a node that
+        let the shard go (or restarted) and took it back holds it by another claim."""
+        shard = shard_of(identity_id)
+        holder = self._holders.get(shard)
+        return None if holder is None else (holder, self._claims.get(shard, 0))
 
     def owned(self) -> list[int]:
         return sorted(self._mine)
@@ -178,7 +186,7 @@ class ShardOwnership:
                     if shard is not None:
                         holders[shard] = kv.value.decode(errors="replace")
                         created[shard] = kv.create_revision
-                self._holders = holders
+                self._holders, self._claims = holders, created
                 # Read again after a broken or compacted watch: a key of this node's that went meanwhile was not
                 # seen going. (A claim made while the read was on its way is newer than the read: left alone.)
                 revision = found.header.revision
@@ -196,10 +204,12 @@ class ShardOwnership:
                                 continue
                             if event.type is EventType.DELETE:
                                 self._holders.pop(shard, None)
+                                self._claims.pop(shard, None)
                                 if self._claim_deleted(shard, event.kv.mod_revision):
                                     vanished.append(shard)
                             else:
                                 self._holders[shard] = event.kv.value.decode(errors="replace")
+                                self._claims[shard] = event.kv.create_revision
                         self._drop(vanished, "its ownership key vanished")
                         self._held_changed()
             except Compacted:

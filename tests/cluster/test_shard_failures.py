@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import trio
 
+from controller.cluster import forwarding
 from controller.cluster.channel import Unanswered
 from controller.data.commit_step import ConditionFailed
 from controller.errors import ApiError
@@ -86,6 +87,40 @@ async def test_a_call_the_owner_may_have_run_is_not_sent_to_it_again(etcd: EtcdC
             await other.posture.state(identity)
         assert unavailable.value.code == "CLUSTER_UNAVAILABLE" and unavailable.value.cause is not None
         assert unavailable.value.cause["data"] == {"applied": "unknown"} and len(sent) == 1
+
+
+async def test_a_call_the_owner_may_have_run_goes_to_its_next_claim(etcd: EtcdCluster, prefix: str,
+                                                                    tmp_path: Path) -> None:
+    """The call left and its answer was lost; the owner then let its shards go and took them back (new actors, new
+    claims, as after a late lease renewal): the call goes to the owner under its new claim, at once."""
+    async with node(etcd, prefix, tmp_path, "a") as (a, _), node(etcd, prefix, tmp_path, "b") as (b, _):
+        await settled({"a": a, "b": b})
+        other, identity = await forwarding_node(a, b, "next-claim")
+        owner = a if other is b else b
+        assert other.cluster is not None and other.cluster.router is not None
+        assert owner.cluster is not None and owner.cluster.ownership is not None
+        router, ownership = other.cluster.router, owner.cluster.ownership
+        router.within = 5.0
+        real_send = router._send
+        sent: list[str] = []
+        ran: list[int] = []
+
+        async def answer_lost_once(node_name: str, address: str, call: Any) -> tuple[int, bytes] | Unanswered:
+            sent.append(node_name)
+            reply = await real_send(node_name, address, call)
+            if len(sent) > 1:
+                if isinstance(reply, tuple) and reply[0] != forwarding._MOVED:
+                    ran.append(reply[0])  # not a "moved": it ran
+                return reply
+            ownership._drop(sorted(ownership.holdings()), "the test stops acting for them")
+            ownership._rerun.mark()  # it takes them back, with new claims
+            return Unanswered.LOST
+
+        router._send = answer_lost_once  # type: ignore[method-assign]
+        with trio.fail_after(30):
+            state = await other.posture.state(identity)
+        # Sent twice: lost, then run under the new claim, which the owner adopts before it answers (no "moved").
+        assert state.identity_id == identity and sent == [owner.cluster.ownership.name] * 2 and ran == [200]
 
 
 async def test_a_shard_its_node_takes_back_gets_a_new_key_and_the_old_fence_fails(etcd: EtcdCluster, prefix: str,
