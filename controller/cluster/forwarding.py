@@ -173,7 +173,6 @@ class RoutedPosture:
         deadline = trio.current_time() + self.within
         ownership = self._ownership
         again_at_once = True  # a call that never left whole goes again at once over a new link, once
-        sent = False  # it may have reached a holder, and run there
         tried: set[tuple[str, int]] = set()  # the claims under which it may have run: never sent to them again
         while True:
             if ownership.owns(identity_id):
@@ -183,25 +182,23 @@ class RoutedPosture:
                     pass  # the shard went elsewhere under the call: route it again
             else:
                 claim = ownership.claim(identity_id)
-                holder = claim[0] if claim is not None else ""
-                record = self._membership.live().get(holder) if claim is not None else None
-                if claim is not None and record is not None and holder != ownership.name and claim not in tried:
+                record = None if claim is None else self._membership.live().get(claim[0])
+                if claim is not None and record is not None and claim[0] != ownership.name and claim not in tried:
                     try:
                         call = _Call(op, identity_id, args, self._causality.position)
-                        return await self._forward(holder, record.internal_address, call, deadline)
+                        return await self._forward(claim[0], record.internal_address, call, deadline)
                     except _Unreachable as unreachable:
-                        sent = sent or unreachable.sent
-                        if not unreachable.sent and again_at_once and ownership.holder(identity_id) == holder:
-                            again_at_once = False
-                            continue
                         if unreachable.sent:  # never under that claim again: wait for the next
                             tried.add(claim)
+                        elif again_at_once and ownership.claim(identity_id) == claim:
+                            again_at_once = False
+                            continue
                         if ownership.claim(identity_id) != claim:
                             continue  # it changed hands already (the wait may have ended for that): route it now
             if trio.current_time() >= deadline:
                 raise ApiError("CLUSTER_UNAVAILABLE", nested_cause(
                     "no live node hosted the identity's actor in time", "CLUSTER_UNAVAILABLE",
-                    {"applied": "unknown" if sent else "no"}))
+                    {"applied": "unknown" if tried else "no"}))
             with trio.move_on_at(deadline):
                 await ownership.changed.park()
 
