@@ -1,7 +1,8 @@
 """How a cluster node answers writes when etcd fails them in ways other than a conflict (``controller/cluster/
 commit.py``, ``head_txns.py``): a txn cut off by its deadline is unknown, not refused; a refusal (etcd out of space)
-answers 503 and the writer goes on; the writes committed before a batch broke off are answered as written; a
-condition etcd fails and this node misjudges fails at once."""
+answers 503 and the writer goes on; an answer this node cannot read is settled by looking, and a settling etcd
+refuses answers 503 unknown; the writes committed before a batch broke off are answered as written; a condition etcd
+fails and this node misjudges fails at once."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from controller.etcd import (
     NoSpace,
     Op,
     OutcomeUnknown,
+    ProtocolError,
     Put,
     TxnResult,
     Unavailable,
@@ -101,6 +103,63 @@ async def test_a_write_etcd_refuses_answers_503_and_the_writer_goes_on(etcd: Etc
             await create(a, "first")
         assert error.value.code == "CLUSTER_UNAVAILABLE" and error.value.status == 503
         assert error.value.cause is not None and error.value.cause["data"] == {"applied": "no"}
+        with trio.fail_after(10):
+            await create(a, "second")
+        assert "second" in names(a) and "first" not in names(a)
+
+
+def fences(success: Sequence[Op]) -> bool:
+    """Whether a txn is a fence: it puts one head and nothing else (``head_txns.fence``)."""
+    return len(success) == 1 and isinstance(success[0], Put) and isinstance(success[0].key, bytes) and (
+        success[0].key.endswith(b"/d/head") or b"/d/lane/" in success[0].key)
+
+
+async def test_a_write_whose_answer_this_node_cannot_read_is_settled_by_looking(etcd: EtcdCluster, prefix: str,
+                                                                                tmp_path: Path) -> None:
+    """etcd commits the create and its answer cannot be read: the write may have committed, so it is not refused;
+    the fence finds that it did, and the create is answered as written."""
+    async with node(etcd, prefix, tmp_path, "a") as a:
+        real = client_of(a).txn
+        garbled: list[int] = []
+
+        async def unreadable(compare: Sequence[Compare] = (), success: Sequence[Op] = (),
+                             failure: Sequence[Op] = ()) -> TxnResult:
+            result = await real(compare, success, failure)
+            if not garbled and creates_services(success):
+                garbled.append(1)
+                raise ProtocolError("etcd's answer could not be read (test)")
+            return result
+
+        client_of(a).txn = unreadable  # type: ignore[method-assign]
+        with trio.fail_after(10):
+            row = await create(a, "kept")
+        assert garbled == [1] and row["name"] == "kept" and "kept" in names(a)
+
+
+async def test_a_lost_write_etcd_refuses_to_settle_answers_503_unknown_and_the_writer_goes_on(
+        etcd: EtcdCluster, prefix: str, tmp_path: Path) -> None:
+    """The create's txn is lost on its way (not sent), and etcd refuses the fence that would settle it (out of
+    space): whether it committed is not known, so 503 ``unknown``, and the next write goes through."""
+    async with node(etcd, prefix, tmp_path, "a") as a:
+        real = client_of(a).txn
+        lost: list[str] = []
+
+        async def out_of_space(compare: Sequence[Compare] = (), success: Sequence[Op] = (),
+                               failure: Sequence[Op] = ()) -> TxnResult:
+            if not lost and creates_services(success):
+                lost.append("write")
+                raise OutcomeUnknown("the connection broke (test)")
+            if lost == ["write"] and fences(success):
+                lost.append("fence")
+                raise NoSpace("etcdserver: mvcc: database space exceeded")
+            return await real(compare, success, failure)
+
+        client_of(a).txn = out_of_space  # type: ignore[method-assign]
+        with trio.fail_after(10), pytest.raises(ApiError) as error:
+            await create(a, "first")
+        assert lost == ["write", "fence"]
+        assert error.value.code == "CLUSTER_UNAVAILABLE" and error.value.status == 503
+        assert error.value.cause is not None and error.value.cause["data"] == {"applied": "unknown"}
         with trio.fail_after(10):
             await create(a, "second")
         assert "second" in names(a) and "first" not in names(a)

@@ -17,6 +17,7 @@ from controller.cluster.freshness import Ride
 from controller.cluster.keys import NetworkKeys
 from controller.cluster.local_replica import LocalReplica
 from controller.cluster.shipments import Limits
+from controller.cluster.snapshot import Snapshot
 from controller.cluster.write_bounds import (
     ANSWER_WITHIN,
     LAST_TRY,
@@ -71,7 +72,8 @@ class Barrier:
 
 
 @asynccontextmanager
-async def writer(tmp_path: Path, etcd: Silent, max_batch: int) -> AsyncIterator[Writer]:
+async def writer_over(tmp_path: Path, etcd: Silent, max_batch: int) -> AsyncIterator[tuple[Writer, LocalReplica]]:
+    """A running writer whose commit step sends to ``etcd``, and the replica it commits to."""
     store = Store(tmp_path / "replica", [KindLayout("things")], durable=False)
     local = LocalReplica(store, KEYS, network="n", lane_key=KEYS.lane("a"))
     step = ReplicatedCommit(local, etcd, KEYS, node="a", limits=Limits(), barrier=Barrier())  # type: ignore[arg-type]
@@ -79,10 +81,16 @@ async def writer(tmp_path: Path, etcd: Silent, max_batch: int) -> AsyncIterator[
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(running.run)
-            yield running
+            yield running, local
             nursery.cancel_scope.cancel()
     finally:
         store.close()
+
+
+@asynccontextmanager
+async def writer(tmp_path: Path, etcd: Silent, max_batch: int) -> AsyncIterator[Writer]:
+    async with writer_over(tmp_path, etcd, max_batch) as (running, _):
+        yield running
 
 
 def put(name: str) -> Any:
@@ -159,3 +167,29 @@ async def test_writes_nobody_waits_for_bound_no_batch(tmp_path: Path, autojump_c
         while len(done) < 2:  # noqa: ASYNC110  # the writer's own progress, on virtual time
             await trio.sleep(0.5)
     assert done == {"first": 3.5, "queued": 3.5 + WRITE_DEADLINE} and etcd.txns == 2
+
+
+@pytest.mark.parametrize(("swap", "answered", "applied", "sent"), [(1.0, 3.5, "unknown", 1), (3.0, 4.0, "no", 0)])
+async def test_a_write_waiting_for_a_rebuilt_replica_is_sent_only_with_time_left_after_the_swap(
+        tmp_path: Path, autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch,
+        swap: float, answered: float, applied: str, sent: int) -> None:
+    """A write queued at 0 while a rebuild reads; the rebuilt replica is handed over at 1 and takes ``swap`` seconds
+    to swap in before the write's batch runs. Swapped by its send deadline (3.5), the write is sent and cut off
+    there; swapped after it, it is answered 503 ``no`` as the swap ends, never sent."""
+    etcd, answers = Silent(), Answers()
+    async with writer_over(tmp_path, etcd, max_batch=64) as (running, local):
+        real_swap = local._swap_in
+
+        async def slow_swap(snapshot: Snapshot) -> None:
+            await trio.sleep(swap)
+            await real_swap(snapshot)
+
+        monkeypatch.setattr(local, "_swap_in", slow_swap)
+        answers.start = trio.current_time()
+        rebuilt = Snapshot(Store(tmp_path / "rebuilt", [KindLayout("things")], durable=False), revision=0, head=0)
+        async with trio.open_nursery() as nursery, local.rebuilding() as hand_over:
+            nursery.start_soon(answers.write, running, "queued", 0.0)
+            await trio.sleep(1.0)
+            hand_over(rebuilt)
+        assert rebuilt.done.is_set()
+    assert answers.at == {"queued": answered} and answers.applied == {"queued": applied} and etcd.txns == sent
