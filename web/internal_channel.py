@@ -14,8 +14,9 @@ task of the link's own (the link is the request: its calls end with it), and ans
 :class:`~controller.cluster.channel.ReplyFrame` as soon as the router has the answer, whatever the order; answers
 ready together go in one message (an :class:`~controller.cluster.channel.Outbox`). A call larger than ``max_body``
 is answered 413 without reaching the router, and one the router fails on is answered 500 (logged), the link's other
-calls going on; a message that is not a list of call frames ends the link, once its calls have stopped. Each call
-is counted in the request metrics under the channel's path, method ``CALL``.
+calls going on; a message that is not a list of call frames ends the link, once its calls have stopped. A calling
+node that reads none of its answers loses the link when the server drops the stalled connection
+(``web/server.py``). Each call is counted in the request metrics under the channel's path, method ``CALL``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import msgspec
 import trio
 
 from controller.cluster.call_signing import SIGNATURE_HEADER
-from controller.cluster.channel import CHANNEL_PATH, HELLO, WRITE_WITHIN, CallFrame, Outbox, ReplyFrame
+from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, Outbox, ReplyFrame
 
 __all__ = ["InternalChannel"]
 
@@ -90,10 +91,10 @@ class InternalChannel:
         await send({"type": "websocket.accept"})
 
         async def write(message: bytes) -> bool:
-            # A node that reads none of its answers for this long is gone: the link ends (TooSlowError) rather than
-            # hold the answers of every other call.
-            with trio.fail_after(WRITE_WITHIN):
-                await send({"type": "websocket.send", "bytes": message})
+            # Not bounded here: the server shields its socket writes, so no deadline could cut one. A node that reads
+            # nothing loses the connection to the kernel instead (web/server.py, STALLED_PEER_TIMEOUT), and with it
+            # the link: the write returns, and the disconnect ends the calls.
+            await send({"type": "websocket.send", "bytes": message})
             return True
 
         replies = Outbox[ReplyFrame](write)

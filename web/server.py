@@ -20,6 +20,13 @@ finish), except that:
   waited forever. Hypercorn already shields its socket writes, so the shield holds nothing up that was cancellable.
 * A connection ends as soon as its reading does (the client closed it): hypercorn would keep its keep-alive timer
   running, and the connection with its place among ``max_connections``, until the timer ran out.
+* A connection whose peer acknowledges none of what was sent to it, or keeps its receive window shut, for
+  :data:`STALLED_PEER_TIMEOUT` seconds is dropped by the kernel (``TCP_USER_TIMEOUT``, on Linux, set on the listening
+  sockets and so on every connection they accept). Hypercorn's socket writes are shielded and have no time limit of
+  their own, so without it a client that stops reading (or a node of the cluster paused on its internal channel's
+  link) would hold a connection, its place among ``max_connections`` and the write waiting on it for as long as
+  its kernel kept answering (forever, for a paused process), or for TCP's retransmissions (a quarter of an hour,
+  for a host gone).
 
 It relies on these parts of hypercorn 0.18 (pinned in pyproject.toml for that reason), beyond ``Config``:
 ``trio.tcp_server.TCPServer`` (one connection; a stream whose handshake is done is fine, since Trio's
@@ -31,6 +38,7 @@ QUIC (``config.quic_bind``), worker recycling (``config.max_requests``) and stat
 
 from __future__ import annotations
 
+import socket
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -58,7 +66,11 @@ from hypercorn.utils import ShutdownError, parse_socket_addr, raise_shutdown, re
 from controller.certificates.tls_contexts import TlsContexts
 from web.client_certs import PEER_CONNECTIONS, TlsConnection
 
-__all__ = ["serve", "tls_context"]
+__all__ = ["STALLED_PEER_TIMEOUT", "serve", "tls_context"]
+
+STALLED_PEER_TIMEOUT = 30.0
+"""Seconds a connection may go with its peer acknowledging none of the data sent to it, or its window shut, before
+the kernel drops it: far beyond what a working client or network takes, well within what a dead one holds."""
 
 # OpenSSL's X509_V_FLAG_NO_CHECK_TIME, which the ssl module does not name: whether an expired client certificate may
 # authenticate is the auth policy's decision (allowExpiredCerts), so TLS must let it through to the application.
@@ -201,6 +213,8 @@ async def _listen(config: Config, tls: _ServerTls | None) -> tuple[list[_Listene
     urls: list[str] = []
     for secure, group in ((True, sockets.secure_sockets), (False, sockets.insecure_sockets)):
         for sock in group:
+            if sock.family in (socket.AF_INET, socket.AF_INET6) and hasattr(socket, "TCP_USER_TIMEOUT"):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(STALLED_PEER_TIMEOUT * 1000))
             sock.listen(config.backlog)
             listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
             if secure and tls is not None:

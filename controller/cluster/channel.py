@@ -19,7 +19,10 @@ run it: it may go again at once), ``LOST`` when it did (the other node may have 
 link. A caller cancelled while it waits leaves the link as it is; the answer,
 if it comes, is dropped; a message already taken is written whole all the same. A link whose write broke off, or
 took more than :data:`WRITE_WITHIN` (the other node reads nothing), cannot frame the next message, so it is dropped
-too.
+too. A link on which nothing arrived for :data:`QUIET_BEFORE_PING` seconds is pinged (the other node's server answers
+a ping itself, however busy its calls are), and one that still brings nothing :data:`PING_ANSWER_WITHIN` seconds
+later is dropped: a node that stopped, or a connection that died without a word, is found then, instead of calls
+waiting on it until their callers give up and the next calls being written into it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from wsproto.events import (
     Event,
     Message,
     Ping,
+    Pong,
     RejectConnection,
     Request,
 )
@@ -51,8 +55,8 @@ from wsproto.utilities import RemoteProtocolError
 from controller.cluster.call_signing import SIGNATURE_HEADER
 from controller.etcd import ConnectFailed, connect, split_url
 
-__all__ = ["CHANNEL_PATH", "HELLO", "MESSAGE_BYTES", "WRITE_WITHIN", "CallFrame", "ChannelLinks", "Outbox",
-           "ReplyFrame", "Unanswered"]
+__all__ = ["CHANNEL_PATH", "HELLO", "MESSAGE_BYTES", "PING_ANSWER_WITHIN", "QUIET_BEFORE_PING", "WRITE_WITHIN",
+           "CallFrame", "ChannelLinks", "Outbox", "ReplyFrame", "Unanswered"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -62,6 +66,11 @@ HELLO = b"tollgate internal channel"
 _RECEIVE_SIZE = 65536
 WRITE_WITHIN = 5.0
 """Seconds a link may take to write one message: a node that reads nothing for that long is taken for gone."""
+QUIET_BEFORE_PING = 1.0
+"""Seconds without anything from the other node after which a link pings it."""
+PING_ANSWER_WITHIN = 5.0
+"""Seconds a pinged node has to send something (its pong, or anything else) before its link is taken for dead: as
+long as a message may take to write, since a node too busy to answer a ping is as slow to read."""
 
 
 class CallFrame(msgspec.Struct, array_like=True, frozen=True):
@@ -283,8 +292,19 @@ class _Link:
         stream = self._stream
         assert stream is not None
         parts = bytearray()
+        pinged = False  # and nothing arrived since
         while True:
-            for event in await self._events(stream):
+            # Cancelling a read between two records leaves the stream as it was (TLS 1.3 renegotiates nothing).
+            with trio.move_on_after(PING_ANSWER_WITHIN if pinged else QUIET_BEFORE_PING) as quiet:
+                events = await self._events(stream)
+            if quiet.cancelled_caught:
+                if pinged:
+                    raise trio.TooSlowError("the node answered no ping")
+                pinged = True
+                await self._send(Ping())
+                continue
+            pinged = False
+            for event in events:
                 if isinstance(event, BytesMessage):
                     parts += event.data
                     if event.message_finished:
@@ -296,6 +316,8 @@ class _Link:
                                 answer.give((reply.status, reply.body))
                 elif isinstance(event, Ping):
                     await self._send(event.response())
+                elif isinstance(event, Pong):
+                    pass  # that the node is there is all it says, and anything arriving says that
                 elif isinstance(event, CloseConnection):
                     raise _Refused(f"the node closed the link: {event.code}")
                 else:

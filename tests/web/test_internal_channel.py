@@ -3,6 +3,8 @@ of ``web/internal_channel.py`` served by the project's own server, with a router
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,22 +15,24 @@ from typing import Any
 
 import httpx
 import msgspec
+import pytest
 import trio
 from hypercorn.config import Config
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, CloseConnection, Message, Request
+from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Message, Request
 
 from controller.certificates import ensure_pki
 from controller.certificates.tls_contexts import TlsContexts
-from controller.cluster import call_signing
-from controller.cluster.channel import CHANNEL_PATH, HELLO, ChannelLinks, Unanswered
+from controller.cluster import call_signing, channel
+from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, ChannelLinks, Unanswered
 from controller.etcd import connect
 from tests.support import seed_pki, websocket_upgrade
+from web import server
 from web.internal_channel import InternalChannel
-from web.server import serve
 
 KEY = b"k" * 32
 MAX_BODY = 64
+BIG_ANSWER = 1 << 20  # the answer to a call whose body starts with "big"
 
 
 def signed(body: bytes) -> str:
@@ -58,6 +62,8 @@ class Router:
         if body in self.gates:
             await self.gates[body].wait()
         self.served.append(body)
+        if body.startswith(b"big"):
+            return 200, b"x" * BIG_ANSWER
         return 200, b'{"result":"' + body + b'"}'
 
 
@@ -67,6 +73,7 @@ class Served:
     router: Router
     app_paths: list[tuple[str, str]]  # (scope type, path) of what reached the application
     links_accepted: list[int]  # one entry per WebSocket the channel was given
+    links_ended: trio.Event  # set as the channel's handling of a link returns
     frames_in: list[int]  # frames in each message the channel received
     frames_out: list[int]  # frames in each message it sent
     done: list[tuple[str | None, str, int]]  # what the channel counted
@@ -100,6 +107,7 @@ async def channel_server(tmp_path: Path) -> AsyncIterator[tuple[Served, trio.Can
 
     frames_in: list[int] = []
     frames_out: list[int] = []
+    ended = trio.Event()
 
     async def counting(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "websocket" or scope["path"] != CHANNEL_PATH:
@@ -119,6 +127,7 @@ async def channel_server(tmp_path: Path) -> AsyncIterator[tuple[Served, trio.Can
             await send(message)
 
         await middleware(scope, received, sent)
+        ended.set()
 
     config = Config()
     config.bind = ["127.0.0.1:0"]
@@ -128,12 +137,12 @@ async def channel_server(tmp_path: Path) -> AsyncIterator[tuple[Served, trio.Can
 
     async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
         with stop:
-            await serve(counting, config, trust=trust, task_status=task_status)
+            await server.serve(counting, config, trust=trust, task_status=task_status)
 
     async with trio.open_nursery() as nursery:
         urls = await nursery.start(run_server)
         try:
-            yield Served(urls[0], router, app_paths, accepted, frames_in, frames_out, done), stop
+            yield Served(urls[0], router, app_paths, accepted, ended, frames_in, frames_out, done), stop
         finally:
             nursery.cancel_scope.cancel()
 
@@ -245,6 +254,40 @@ async def test_a_call_too_large_is_refused_before_the_router_and_a_message_not_a
         assert [status for _, _, status in served.done] == [413]
 
 
+async def test_a_node_that_reads_none_of_its_answers_loses_its_link(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forty answers of a mebibyte each, more than the sockets' buffers hold (the caller's kept small), to a caller
+    that reads nothing: the server's kernel drops the stalled connection, the link's handling ends, and the caller,
+    reading at last, finds the connection gone short of the forty."""
+    monkeypatch.setattr(server, "STALLED_PEER_TIMEOUT", 0.5)
+    calls = 40
+    async with channel_server(tmp_path) as (served, _):
+        with trio.fail_after(20):
+            stream = await connect("http", "127.0.0.1", int(served.url.rsplit(":", 1)[1]), None, connect_timeout=5)
+            assert isinstance(stream, trio.SocketStream)
+            stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+            ws = WSConnection(ConnectionType.CLIENT)
+            await stream.send_all(ws.send(Request(host="127.0.0.1", target=CHANNEL_PATH, extra_headers=[
+                (call_signing.SIGNATURE_HEADER.encode(), signed(HELLO).encode())])))
+            while not any(isinstance(event, AcceptConnection) for event in ws.events()):
+                ws.receive_data(await stream.receive_some(65536))
+            frames = [CallFrame(n, signed(b"big%d" % n), b"big%d" % n) for n in range(calls)]
+            await stream.send_all(ws.send(Message(data=msgspec.msgpack.encode(frames))))
+            with trio.move_on_after(10) as waited:
+                await served.links_ended.wait()  # reading nothing meanwhile
+            if waited.cancelled_caught:
+                await stream.aclose()  # so that the server's write, and the test, can end
+                pytest.fail("the server still writes to a caller that reads nothing")
+            answered = 0
+            with contextlib.suppress(trio.BrokenResourceError):  # reset: the kernel dropped it
+                while data := await stream.receive_some(1 << 20):
+                    ws.receive_data(data)
+                    answered += sum(isinstance(event, BytesMessage) and event.message_finished
+                                    for event in ws.events())
+            await stream.aclose()
+        assert served.router.served and answered < calls
+
+
 async def test_a_call_the_router_fails_on_is_answered_500_and_the_link_goes_on(tmp_path: Path) -> None:
     async with channel_server(tmp_path) as (served, _), links() as held:
         with trio.fail_after(10):
@@ -292,6 +335,23 @@ async def test_calls_waiting_when_the_other_node_goes_get_nothing_and_a_cancelle
             url = served.url
         with trio.fail_after(10):
             assert await held.call(url, b"anyone") is Unanswered.NOT_SENT  # nobody listens there now: not reached
+
+
+async def test_the_server_answers_the_pings_of_a_link_whose_call_takes_long(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pinged twenty times or so while its one call waits (the server answers each ping itself), the link stays."""
+    monkeypatch.setattr(channel, "QUIET_BEFORE_PING", 0.05)
+    monkeypatch.setattr(channel, "PING_ANSWER_WITHIN", 0.2)
+    async with links() as held, channel_server(tmp_path) as (served, _):
+        served.router.gates[b"slow"] = slow = trio.Event()
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(held.call, served.url, b"slow")
+                await served.router.arrival(b"slow").wait()
+                await trio.sleep(1.0)
+                slow.set()
+            assert await held.call(served.url, b"next") == (200, b'{"result":"next"}')
+        assert served.router.served == [b"slow", b"next"] and len(served.links_accepted) == 1
 
 
 async def test_a_node_answering_with_something_else_is_not_reached_and_the_links_go_on(tmp_path: Path) -> None:

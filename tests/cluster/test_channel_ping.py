@@ -1,0 +1,123 @@
+"""How a link of the internal channel finds that the other node is gone when nothing says so
+(``controller/cluster/channel.py``): it pings a node that sent nothing for a while, and drops a link that then still
+brings nothing, answering its calls ``LOST``; a node that answers pings keeps its link however long a call takes.
+On virtual time, the link's connection an in-memory stream to a node played by the test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+import trio.testing
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, BytesMessage, Message, Ping, Request
+
+from controller.cluster import channel
+from controller.cluster.channel import (
+    PING_ANSWER_WITHIN,
+    QUIET_BEFORE_PING,
+    CallFrame,
+    ChannelLinks,
+    ReplyFrame,
+    Unanswered,
+)
+
+ADDRESS = "http://peer:1"
+
+
+class Peer:
+    """The other node's end of one link: accepts it, notes when each ping and call arrives, answers pings if
+    ``pongs``, and answers each call ``answer_after`` seconds after it arrives (never, if None)."""
+
+    def __init__(self, stream: trio.abc.Stream, *, pongs: bool, answer_after: float | None) -> None:
+        self._stream = stream
+        self._ws = WSConnection(ConnectionType.SERVER)
+        self._pongs = pongs
+        self._answer_after = answer_after
+        self._writing = trio.Lock()
+        self.pings: list[float] = []
+        self.calls: list[float] = []
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as answers:
+            while data := await self._stream.receive_some(65536):
+                self._ws.receive_data(data)
+                for event in self._ws.events():
+                    if isinstance(event, Request):
+                        await self._write(self._ws.send(AcceptConnection()))
+                    elif isinstance(event, Ping):
+                        self.pings.append(trio.current_time())
+                        if self._pongs:
+                            await self._write(self._ws.send(event.response()))
+                    elif isinstance(event, BytesMessage):
+                        for call in msgspec.msgpack.decode(event.data, type=list[CallFrame]):
+                            self.calls.append(trio.current_time())
+                            if self._answer_after is not None:
+                                answers.start_soon(self._answer, call.id)
+
+    async def _answer(self, call_id: int) -> None:
+        assert self._answer_after is not None
+        await trio.sleep(self._answer_after)
+        reply = msgspec.msgpack.encode([ReplyFrame(call_id, 200, b'{"data":{}}')])
+        await self._write(self._ws.send(Message(data=reply)))
+
+    async def _write(self, data: bytes) -> None:
+        async with self._writing:
+            await self._stream.send_all(data)
+
+
+@asynccontextmanager
+async def linked(monkeypatch: pytest.MonkeyPatch, **peer: Any) -> AsyncIterator[tuple[ChannelLinks, list[Peer]]]:
+    """Running links whose every connection reaches a new :class:`Peer` (``peer`` its arguments): the links, and the
+    peers in the order they were reached."""
+    peers: list[Peer] = []
+    async with trio.open_nursery() as nursery:
+        async def connect(*args: object, **kwargs: object) -> trio.abc.Stream:
+            ours, theirs = trio.testing.memory_stream_pair()
+            peers.append(reached := Peer(theirs, **peer))
+            nursery.start_soon(reached.run)
+            return ours
+
+        monkeypatch.setattr(channel, "connect", connect)
+        links = ChannelLinks(None, lambda body: "signed", connect_timeout=5.0)  # type: ignore[arg-type]
+        await nursery.start(links.run)
+        with trio.fail_after(60):  # virtual seconds: a link never dropped fails the test rather than hang it
+            yield links, peers
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_link_that_brings_nothing_is_pinged_then_dropped_with_its_calls_lost(
+        monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock) -> None:
+    async with linked(monkeypatch, pongs=False, answer_after=None) as (links, peers):
+        start = trio.current_time()
+        assert await links.call(ADDRESS, b"{}") is Unanswered.LOST
+        assert trio.current_time() - start == QUIET_BEFORE_PING + PING_ANSWER_WITHIN
+        [gone] = peers
+        assert [at - start for at in gone.pings] == [QUIET_BEFORE_PING] and [at - start for at in gone.calls] == [0]
+        # The next call opens a new link.
+        assert await links.call(ADDRESS, b"{}") is Unanswered.LOST and len(peers) == 2
+
+
+async def test_a_node_that_answers_pings_keeps_its_link_through_a_long_call(
+        monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock) -> None:
+    answer_after = 20.5
+    async with linked(monkeypatch, pongs=True, answer_after=answer_after) as (links, peers):
+        start = trio.current_time()
+        assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
+        assert trio.current_time() - start == answer_after
+        [there] = peers
+        assert [at - start for at in there.pings] == [QUIET_BEFORE_PING * n for n in range(1, 21)]
+
+
+async def test_an_idle_link_to_a_node_gone_silent_is_dropped_before_the_next_call(
+        monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock) -> None:
+    """Without a call waiting: the next call, made after the link was found dead, goes on a new link."""
+    async with linked(monkeypatch, pongs=False, answer_after=0.0) as (links, peers):
+        assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
+        await trio.sleep(QUIET_BEFORE_PING + PING_ANSWER_WITHIN + 0.5)  # past the drop, not at it
+        assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
+        assert len(peers) == 2 and [len(peer.calls) for peer in peers] == [1, 1]
