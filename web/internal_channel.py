@@ -14,7 +14,9 @@ task of the link's own (the link is the request: its calls end with it), and ans
 :class:`~controller.cluster.channel.ReplyFrame` as soon as the router has the answer, whatever the order; answers
 ready together go in one message (an :class:`~controller.cluster.channel.Outbox`). A call larger than ``max_body``
 is answered 413 without reaching the router, and one the router fails on is answered 500 (logged), the link's other
-calls going on; a message that is not a list of call frames ends the link, once its calls have stopped. A calling
+calls going on; a message that is not a list of call frames ends the link, once its calls have stopped. At most
+:data:`CALLS_PER_LINK` calls of a link are served at once: beyond that, the link is not read until one ends (the
+calling node's writes then wait, and its link drops if that lasts longer than it may take to write). A calling
 node that reads none of its answers loses the link when the server drops the stalled connection
 (``web/server.py``). Each call is counted in the request metrics under the channel's path, method ``CALL``.
 """
@@ -43,6 +45,10 @@ _TOO_LARGE = 413, b'{"error":{"code":"REQUEST_TOO_LARGE"}}'
 _FAILED = 500, b'{"error":{"code":"UNHANDLED"}}'
 _NOT_A_CALL = 1003  # WebSocket close code: a message this side cannot take
 _calls_decoder = msgspec.msgpack.Decoder(list[CallFrame])
+
+CALLS_PER_LINK = 4096
+"""The most calls of one link served at once: far more than a node's requests make, few enough that a node gone
+wrong cannot have this one start tasks without end."""
 
 
 class Forwarded(Protocol):
@@ -99,6 +105,7 @@ class InternalChannel:
 
         replies = Outbox[ReplyFrame](write)
         refused = False
+        slots = trio.Semaphore(CALLS_PER_LINK)
         async with trio.open_nursery() as calls:
             while True:
                 message = await receive()
@@ -110,14 +117,24 @@ class InternalChannel:
                     refused = True
                     break
                 for frame in frames:
-                    calls.start_soon(self._answer, frame, replies)
+                    try:  # no scheduler turn while there are slots: a message's calls start together
+                        slots.acquire_nowait()
+                    except trio.WouldBlock:
+                        await slots.acquire()
+                    calls.start_soon(self._answer, frame, replies, slots)
             calls.cancel_scope.cancel()  # the caller is gone, or refused: nobody to answer
         if refused:  # once no call can answer any more: nothing is sent on a closed link
             await send({"type": "websocket.close", "code": _NOT_A_CALL})
 
-    async def _answer(self, frame: CallFrame, replies: Outbox[ReplyFrame]) -> None:
-        """Answer one call: each call is a request of its own, and this its boundary (one that fails is answered
-        500, and the link's other calls go on)."""
+    async def _answer(self, frame: CallFrame, replies: Outbox[ReplyFrame], slots: trio.Semaphore) -> None:
+        """Answer one call, then give its slot back: each call is a request of its own, and this its boundary (one
+        that fails is answered 500, and the link's other calls go on)."""
+        try:
+            await self._serve(frame, replies)
+        finally:
+            slots.release()
+
+    async def _serve(self, frame: CallFrame, replies: Outbox[ReplyFrame]) -> None:
         started = time.perf_counter()
         if len(frame.body) > self._max_body:
             status, body = _TOO_LARGE

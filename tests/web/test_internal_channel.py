@@ -27,7 +27,7 @@ from controller.cluster import call_signing, channel
 from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, ChannelLinks, Unanswered
 from controller.etcd import connect
 from tests.support import seed_pki, websocket_upgrade
-from web import server
+from web import internal_channel, server
 from web.internal_channel import InternalChannel
 
 KEY = b"k" * 32
@@ -252,6 +252,33 @@ async def test_a_call_too_large_is_refused_before_the_router_and_a_message_not_a
             assert [event.code for event in events if isinstance(event, CloseConnection)] == [1003]
             await stream.aclose()
         assert [status for _, _, status in served.done] == [413]
+
+
+async def test_a_link_serves_at_most_its_share_of_calls_at_once_and_the_rest_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(internal_channel, "CALLS_PER_LINK", 2)
+    async with links() as held, channel_server(tmp_path) as (served, _):
+        gates = {body: served.router.gates.setdefault(body, trio.Event()) for body in (b"one", b"two", b"three")}
+        got: dict[bytes, tuple[int, bytes] | Unanswered] = {}
+
+        async def call(body: bytes) -> None:
+            got[body] = await held.call(served.url, body)
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for body in gates:
+                    nursery.start_soon(call, body)
+                while sum(served.router.arrival(body).is_set() for body in gates) < 2:  # noqa: ASYNC110
+                    await trio.sleep(0.01)  # the server's own progress: whichever two the message held first
+                await trio.sleep(0.2)
+                first, second, third = sorted(gates, key=lambda body: not served.router.arrival(body).is_set())
+                assert not served.router.arrival(third).is_set()  # not served while two are
+                gates[second].set()
+                await served.router.arrival(third).wait()
+                gates[first].set()
+                gates[third].set()
+        assert got == {body: (200, b'{"result":"' + body + b'"}') for body in gates}
+        assert served.frames_in == [3] and len(served.links_accepted) == 1
 
 
 async def test_a_node_that_reads_none_of_its_answers_loses_its_link(tmp_path: Path,
