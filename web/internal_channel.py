@@ -15,10 +15,12 @@ task of the link's own (the link is the request: its calls end with it), and ans
 ready together go in one message (an :class:`~controller.cluster.channel.Outbox`). A call larger than ``max_body``
 is answered 413 without reaching the router, and one the router fails on is answered 500 (logged), the link's other
 calls going on; a message that is not a list of call frames ends the link, once its calls have stopped. At most
-:data:`CALLS_PER_LINK` calls of a link are served at once: beyond that, the link is not read until one ends (the
-calling node's writes then wait, and its link drops if that lasts longer than it may take to write). A calling
-node that reads none of its answers loses the link when the server drops the stalled connection
-(``web/server.py``). Each call is counted in the request metrics under the channel's path, method ``CALL``.
+:data:`CALLS_PER_LINK` calls of a link are with the router at once: a call beyond that is answered at once, not
+run (``CLUSTER_UNAVAILABLE``, ``applied: no``), so that the link is always read: were it left unread, the server
+would stop reading the connection, the calling node's pings would go unanswered and its link would drop with every
+call on it. A calling node that reads none of its answers loses the link when the server drops the stalled
+connection (``web/server.py``). Each call is counted in the request metrics under the channel's path, method
+``CALL`` (a call answered as beyond the limit, as 503).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import trio
 
 from controller.cluster.call_signing import SIGNATURE_HEADER
 from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, Outbox, ReplyFrame
+from controller.errors import nested_cause
 
 __all__ = ["InternalChannel"]
 
@@ -47,8 +50,11 @@ _NOT_A_CALL = 1003  # WebSocket close code: a message this side cannot take
 _calls_decoder = msgspec.msgpack.Decoder(list[CallFrame])
 
 CALLS_PER_LINK = 4096
-"""The most calls of one link served at once: far more than a node's requests make, few enough that a node gone
-wrong cannot have this one start tasks without end."""
+"""The most calls of one link with the router at once: far more than a node's requests make, few enough that a node
+gone wrong cannot have this one start work without end."""
+_BUSY = 200, msgspec.json.encode({"error": {"code": "CLUSTER_UNAVAILABLE", "cause": nested_cause(
+    "the identity's owner was serving as many calls from this node as it takes: the call was not run",
+    "CLUSTER_UNAVAILABLE", {"applied": "no"})}})
 
 
 class Forwarded(Protocol):
@@ -106,6 +112,7 @@ class InternalChannel:
         replies = Outbox[ReplyFrame](write)
         refused = False
         slots = trio.Semaphore(CALLS_PER_LINK)
+        over_limit = False
         async with trio.open_nursery() as calls:
             while True:
                 message = await receive()
@@ -117,33 +124,44 @@ class InternalChannel:
                     refused = True
                     break
                 for frame in frames:
-                    try:  # no scheduler turn while there are slots: a message's calls start together
+                    try:
                         slots.acquire_nowait()
                     except trio.WouldBlock:
-                        await slots.acquire()
-                    calls.start_soon(self._answer, frame, replies, slots)
+                        if not over_limit:  # once per link: the metrics count every one
+                            over_limit = True
+                            log.warning("a node's calls on its link were over the limit: the calls beyond it are "
+                                        "refused", extra={"limit": CALLS_PER_LINK})
+                        calls.start_soon(self._refuse, frame, replies)
+                    else:
+                        calls.start_soon(self._answer, frame, replies, slots)
             calls.cancel_scope.cancel()  # the caller is gone, or refused: nobody to answer
         if refused:  # once no call can answer any more: nothing is sent on a closed link
             await send({"type": "websocket.close", "code": _NOT_A_CALL})
 
     async def _answer(self, frame: CallFrame, replies: Outbox[ReplyFrame], slots: trio.Semaphore) -> None:
-        """Answer one call, then give its slot back: each call is a request of its own, and this its boundary (one
-        that fails is answered 500, and the link's other calls go on)."""
+        """Answer one call, its slot given back as the router is done with it: each call is a request of its own,
+        and this its boundary (one that fails is answered 500, and the link's other calls go on)."""
+        started = time.perf_counter()
         try:
-            await self._serve(frame, replies)
+            if len(frame.body) > self._max_body:
+                status, body = _TOO_LARGE
+            else:
+                try:
+                    status, body = await self._router.serve(frame.signature, frame.body)
+                except Exception:
+                    log.exception("a forwarded call failed", extra={"call": frame.id})
+                    status, body = _FAILED
         finally:
             slots.release()
-
-    async def _serve(self, frame: CallFrame, replies: Outbox[ReplyFrame]) -> None:
-        started = time.perf_counter()
-        if len(frame.body) > self._max_body:
-            status, body = _TOO_LARGE
-        else:
-            try:
-                status, body = await self._router.serve(frame.signature, frame.body)
-            except Exception:
-                log.exception("a forwarded call failed", extra={"call": frame.id})
-                status, body = _FAILED
-        if self._metrics is not None:  # counted as its answer is ready, before it may wait for a message to go in
-            self._metrics.request_done(CHANNEL_PATH, "CALL", status, time.perf_counter() - started)
+        self._count(status, started)
         await replies.put(ReplyFrame(frame.id, status, body))
+
+    async def _refuse(self, frame: CallFrame, replies: Outbox[ReplyFrame]) -> None:
+        """Answer a call beyond the link's limit, without running it."""
+        self._count(503, time.perf_counter())
+        await replies.put(ReplyFrame(frame.id, *_BUSY))
+
+    def _count(self, status: int, started: float) -> None:
+        # Counted as its answer is ready, before it may wait for a message to go in.
+        if self._metrics is not None:
+            self._metrics.request_done(CHANNEL_PATH, "CALL", status, time.perf_counter() - started)

@@ -22,11 +22,11 @@ finish), except that:
   running, and the connection with its place among ``max_connections``, until the timer ran out.
 * A connection whose peer acknowledges none of what was sent to it, or keeps its receive window shut, for
   :data:`STALLED_PEER_TIMEOUT` seconds is dropped by the kernel (``TCP_USER_TIMEOUT``, on Linux, set on the listening
-  sockets and so on every connection they accept). Hypercorn's socket writes are shielded and have no time limit of
-  their own, so without it a client that stops reading (or a node of the cluster paused on its internal channel's
-  link) would hold a connection, its place among ``max_connections`` and the write waiting on it for as long as
-  its kernel kept answering (forever, for a paused process), or for TCP's retransmissions (a quarter of an hour,
-  for a host gone).
+  sockets and so on every connection they accept; a shut window counts from Linux 5.11). Hypercorn's socket writes
+  are shielded and have no time limit of their own, so without it a client that stops reading (or a node of the
+  cluster paused on its internal channel's link) would hold a connection, its place among ``max_connections`` and
+  the write waiting on it for as long as its kernel kept answering (forever, for a paused process), or for TCP's
+  retransmissions (a quarter of an hour, for a host gone).
 
 It relies on these parts of hypercorn 0.18 (pinned in pyproject.toml for that reason), beyond ``Config``:
 ``trio.tcp_server.TCPServer`` (one connection; a stream whose handshake is done is fine, since Trio's
@@ -214,7 +214,10 @@ async def _listen(config: Config, tls: _ServerTls | None) -> tuple[list[_Listene
     for secure, group in ((True, sockets.secure_sockets), (False, sockets.insecure_sockets)):
         for sock in group:
             if sock.family in (socket.AF_INET, socket.AF_INET6) and hasattr(socket, "TCP_USER_TIMEOUT"):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(STALLED_PEER_TIMEOUT * 1000))
+                try:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(STALLED_PEER_TIMEOUT * 1000))
+                except OSError as error:  # a system that names the option and refuses it: served without it
+                    await config.log.warning(f"stalled connections are not dropped on {sock.getsockname()}: {error}")
             sock.listen(config.backlog)
             listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
             if secure and tls is not None:

@@ -20,9 +20,11 @@ link. A caller cancelled while it waits leaves the link as it is; the answer,
 if it comes, is dropped; a message already taken is written whole all the same. A link whose write broke off, or
 took more than :data:`WRITE_WITHIN` (the other node reads nothing), cannot frame the next message, so it is dropped
 too. A link on which nothing arrived for :data:`QUIET_BEFORE_PING` seconds is pinged (the other node's server answers
-a ping itself, however busy its calls are), and one that still brings nothing :data:`PING_ANSWER_WITHIN` seconds
-later is dropped: a node that stopped, or a connection that died without a word, is found then, instead of calls
-waiting on it until their callers give up and the next calls being written into it.
+a ping itself, however busy its calls are, as long as it reads the link, which ``web/internal_channel.py`` always
+does), and one that still brings nothing :data:`PING_ANSWER_WITHIN` seconds later is dropped: a node that stopped,
+or a connection that died without a word, is found then, instead of calls waiting on it until their callers give up
+and the next calls being written into it. (Over TLS, what arrives is counted in whole records, of at most 16 KiB: a
+link that carries less than about 3 KB/s is taken for dead too.)
 """
 
 from __future__ import annotations
@@ -213,10 +215,12 @@ class _Link:
                 await self._open(ssl_context, connect_timeout)
                 self.usable = True
                 self.open.set()
-                await self._read()
-        except (ConnectFailed, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError,
-                RemoteProtocolError, msgspec.DecodeError, _Refused) as error:
-            log.info("an internal channel link failed", extra={"address": self.address, "error": repr(error)})
+                async with trio.open_nursery() as pings:  # written beside the reading, which never waits for them
+                    await self._read(pings)
+        except* (ConnectFailed, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError,
+                 RemoteProtocolError, msgspec.DecodeError, _Refused) as failed:
+            log.info("an internal channel link failed", extra={
+                "address": self.address, "error": repr(failed.exceptions[0])})
         finally:
             self.drop()  # outside the link's own scope, which it cancels: what ended the link is not masked
             if self._stream is not None:
@@ -288,7 +292,7 @@ class _Link:
                     if isinstance(event, RejectConnection):
                         raise _Refused(f"the node refused the link: {event.status_code}")
 
-    async def _read(self) -> None:
+    async def _read(self, pings: trio.Nursery) -> None:
         stream = self._stream
         assert stream is not None
         parts = bytearray()
@@ -300,8 +304,12 @@ class _Link:
             if quiet.cancelled_caught:
                 if pinged:
                     raise trio.TooSlowError("the node answered no ping")
+                if self._bytes.locked():  # a message is being written, within its own bound: ping once it is out
+                    continue
+                # Not written here: a ping waiting for room in the connection would stop the reading, and the other
+                # node's answers, which may be what holds that room, would then wait for the ping.
                 pinged = True
-                await self._send(Ping())
+                pings.start_soon(self._send, Ping())
                 continue
             pinged = False
             for event in events:

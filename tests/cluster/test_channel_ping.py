@@ -33,11 +33,13 @@ class Peer:
     """The other node's end of one link: accepts it, notes when each ping and call arrives, answers pings if
     ``pongs``, and answers each call ``answer_after`` seconds after it arrives (never, if None)."""
 
-    def __init__(self, stream: trio.abc.Stream, *, pongs: bool, answer_after: float | None) -> None:
+    def __init__(self, stream: trio.abc.Stream, *, pongs: bool, answer_after: float | None,
+                 deaf_after_call: float = 0.0) -> None:
         self._stream = stream
         self._ws = WSConnection(ConnectionType.SERVER)
         self._pongs = pongs
         self._answer_after = answer_after
+        self._deaf_after_call = deaf_after_call  # seconds it reads nothing after a message of calls
         self._writing = trio.Lock()
         self.pings: list[float] = []
         self.calls: list[float] = []
@@ -58,6 +60,7 @@ class Peer:
                             self.calls.append(trio.current_time())
                             if self._answer_after is not None:
                                 answers.start_soon(self._answer, call.id)
+                        await trio.sleep(self._deaf_after_call)
 
     async def _answer(self, call_id: int) -> None:
         assert self._answer_after is not None
@@ -71,13 +74,16 @@ class Peer:
 
 
 @asynccontextmanager
-async def linked(monkeypatch: pytest.MonkeyPatch, **peer: Any) -> AsyncIterator[tuple[ChannelLinks, list[Peer]]]:
+async def linked(monkeypatch: pytest.MonkeyPatch, *, lockstep: bool = False,
+                 **peer: Any) -> AsyncIterator[tuple[ChannelLinks, list[Peer]]]:
     """Running links whose every connection reaches a new :class:`Peer` (``peer`` its arguments): the links, and the
-    peers in the order they were reached."""
+    peers in the order they were reached. ``lockstep``: a write on the connection waits until the other end has read
+    all of it (a connection whose buffers are full), rather than going into a buffer without bound."""
     peers: list[Peer] = []
     async with trio.open_nursery() as nursery:
         async def connect(*args: object, **kwargs: object) -> trio.abc.Stream:
-            ours, theirs = trio.testing.memory_stream_pair()
+            pair = trio.testing.lockstep_stream_pair if lockstep else trio.testing.memory_stream_pair
+            ours, theirs = pair()
             peers.append(reached := Peer(theirs, **peer))
             nursery.start_soon(reached.run)
             return ours
@@ -121,3 +127,24 @@ async def test_an_idle_link_to_a_node_gone_silent_is_dropped_before_the_next_cal
         await trio.sleep(QUIET_BEFORE_PING + PING_ANSWER_WITHIN + 0.5)  # past the drop, not at it
         assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
         assert len(peers) == 2 and [len(peer.calls) for peer in peers] == [1, 1]
+
+
+async def test_a_link_writing_a_message_the_node_does_not_read_yet_goes_on_reading_its_answers(
+        monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock) -> None:
+    """Buffers full: the node reads nothing for 3 s after the first call, so the second call's message waits to be
+    written from 0.5 to 3. The first call's answer, written at 2, is read at 2: the link does not stop reading to
+    ping while a message of its own is on its way (the node's answer would then wait for the ping, which waits for
+    that message)."""
+    async with linked(monkeypatch, lockstep=True, pongs=True, answer_after=2.0, deaf_after_call=3.0) as (links, _):
+        start = trio.current_time()
+        answered: dict[str, float] = {}
+
+        async def call(name: str, after: float) -> None:
+            await trio.sleep(after)
+            assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
+            answered[name] = trio.current_time() - start
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, "first", 0.0)
+            nursery.start_soon(call, "second", 0.5)
+    assert answered == {"first": 2.0, "second": 5.0}
