@@ -14,11 +14,15 @@ task of the link's own (the link is the request: its calls end with it), and ans
 :class:`~controller.cluster.channel.ReplyFrame` as soon as the router has the answer, whatever the order; answers
 ready together go in one message (an :class:`~controller.cluster.channel.Outbox`). A call larger than ``max_body``
 is answered 413 without reaching the router, and one the router fails on is answered 500 (logged), the link's other
-calls going on; a message that is not a list of call frames ends the link, once its calls have stopped. At most
-:data:`CALLS_PER_LINK` calls of a link are with the router at once: a call beyond that is answered at once, not
-run (``CLUSTER_UNAVAILABLE``, ``applied: no``), so that the link is always read: were it left unread, the server
-would stop reading the connection, the calling node's pings would go unanswered and its link would drop with every
-call on it. A calling node that reads none of its answers loses the link when the server drops the stalled
+calls going on; a message that is not a list of call frames ends the link, once its calls have stopped.
+
+What a link holds is bounded, and the link is always read: were it left unread, the server would stop reading the
+connection, the calling node's pings would go unanswered and its link would drop with every call on it. At most
+:data:`CALLS_PER_LINK` calls of a link are open at once, each from its arrival until its answer is written (with the
+router, or answered and waiting to go out). A call beyond that is answered at once, not run (``CLUSTER_UNAVAILABLE``,
+``applied: no``), and at most as many of those answers wait to be written: a call beyond both means the calling
+node reads none of its answers, and ends the link (close code 1008; the calls still open are cancelled, and their
+callers get ``LOST``). A calling node that reads nothing at all loses the link when the server drops the stalled
 connection (``web/server.py``). Each call is counted in the request metrics under the channel's path, method
 ``CALL`` (a call answered as beyond the limit, as 503).
 """
@@ -47,11 +51,13 @@ _SIGNATURE = SIGNATURE_HEADER.lower().encode("latin-1")
 _TOO_LARGE = 413, b'{"error":{"code":"REQUEST_TOO_LARGE"}}'
 _FAILED = 500, b'{"error":{"code":"UNHANDLED"}}'
 _NOT_A_CALL = 1003  # WebSocket close code: a message this side cannot take
+_NOT_READING = 1008  # WebSocket close code: a caller that breaks the link's terms (it reads none of its answers)
 _calls_decoder = msgspec.msgpack.Decoder(list[CallFrame])
 
 CALLS_PER_LINK = 4096
-"""The most calls of one link with the router at once: far more than a node's requests make, few enough that a node
-gone wrong cannot have this one start work without end."""
+"""The most calls of one link open at once (and the most answers refusing calls beyond them waiting to be written):
+far more than a node's requests make, few enough that a node gone wrong cannot have this one start work, or hold
+answers, without end."""
 _BUSY = 200, msgspec.json.encode({"error": {"code": "CLUSTER_UNAVAILABLE", "cause": nested_cause(
     "the identity's owner was serving as many calls from this node as it takes: the call was not run",
     "CLUSTER_UNAVAILABLE", {"applied": "no"})}})
@@ -72,6 +78,15 @@ class RequestCounter(Protocol):
 
     def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
         """Count one answered request."""
+
+
+class _Limits:
+    """What one link holds: its open calls, its refusals waiting to be written, whether it refused any yet."""
+
+    def __init__(self) -> None:
+        self.calls = trio.Semaphore(CALLS_PER_LINK)
+        self.refusals = trio.Semaphore(CALLS_PER_LINK)
+        self.refused = False
 
 
 class InternalChannel:
@@ -110,39 +125,54 @@ class InternalChannel:
             return True
 
         replies = Outbox[ReplyFrame](write)
-        refused = False
-        slots = trio.Semaphore(CALLS_PER_LINK)
-        over_limit = False
+        ended: int | None = None  # the close code, if this side ends the link
+        limits = _Limits()
         async with trio.open_nursery() as calls:
-            while True:
+            while ended is None:
                 message = await receive()
                 if message["type"] == "websocket.disconnect":
                     break
                 try:
                     frames = _calls_decoder.decode(message.get("bytes") or b"")
                 except msgspec.DecodeError:
-                    refused = True
+                    ended = _NOT_A_CALL
                     break
                 for frame in frames:
-                    try:
-                        slots.acquire_nowait()
-                    except trio.WouldBlock:
-                        if not over_limit:  # once per link: the metrics count every one
-                            over_limit = True
-                            log.warning("a node's calls on its link were over the limit: the calls beyond it are "
-                                        "refused", extra={"limit": CALLS_PER_LINK})
-                        calls.start_soon(self._refuse, frame, replies)
-                    else:
-                        calls.start_soon(self._answer, frame, replies, slots)
-            calls.cancel_scope.cancel()  # the caller is gone, or refused: nobody to answer
-        if refused:  # once no call can answer any more: nothing is sent on a closed link
-            await send({"type": "websocket.close", "code": _NOT_A_CALL})
+                    ended = self._take(frame, calls, replies, limits)
+                    if ended is not None:
+                        break
+            calls.cancel_scope.cancel()  # the caller is gone, or the link ended: nobody to answer
+        if ended is not None:  # once no call can answer any more: nothing is sent on a closed link
+            await send({"type": "websocket.close", "code": ended})
+
+    def _take(self, frame: CallFrame, calls: trio.Nursery, replies: Outbox[ReplyFrame], limits: _Limits) -> int | None:
+        """Start answering ``frame`` in ``calls``, or refusing it beyond the link's limit; or the close code that
+        ends the link, when the refusals waiting to be written are at their limit too."""
+        try:
+            limits.calls.acquire_nowait()
+        except trio.WouldBlock:
+            pass
+        else:
+            calls.start_soon(self._answer, frame, replies, limits.calls)
+            return None
+        try:
+            limits.refusals.acquire_nowait()
+        except trio.WouldBlock:
+            log.warning("a node reads none of the answers on its link: the link is ended",
+                        extra={"limit": CALLS_PER_LINK})
+            return _NOT_READING
+        if not limits.refused:  # once per link: the metrics count every one
+            limits.refused = True
+            log.warning("a node's calls on its link were over the limit: the calls beyond it are refused",
+                        extra={"limit": CALLS_PER_LINK})
+        calls.start_soon(self._refuse, frame.id, replies, limits.refusals)  # the id alone: its body is not kept
+        return None
 
     async def _answer(self, frame: CallFrame, replies: Outbox[ReplyFrame], slots: trio.Semaphore) -> None:
-        """Answer one call, its slot given back as the router is done with it: each call is a request of its own,
-        and this its boundary (one that fails is answered 500, and the link's other calls go on)."""
-        started = time.perf_counter()
+        """Answer one call, its slot given back once the answer is written: each call is a request of its own, and
+        this its boundary (one that fails is answered 500, and the link's other calls go on)."""
         try:
+            started = time.perf_counter()
             if len(frame.body) > self._max_body:
                 status, body = _TOO_LARGE
             else:
@@ -151,15 +181,18 @@ class InternalChannel:
                 except Exception:
                     log.exception("a forwarded call failed", extra={"call": frame.id})
                     status, body = _FAILED
+            self._count(status, started)
+            await replies.put(ReplyFrame(frame.id, status, body))
         finally:
             slots.release()
-        self._count(status, started)
-        await replies.put(ReplyFrame(frame.id, status, body))
 
-    async def _refuse(self, frame: CallFrame, replies: Outbox[ReplyFrame]) -> None:
+    async def _refuse(self, call_id: int, replies: Outbox[ReplyFrame], refusing: trio.Semaphore) -> None:
         """Answer a call beyond the link's limit, without running it."""
-        self._count(503, time.perf_counter())
-        await replies.put(ReplyFrame(frame.id, *_BUSY))
+        try:
+            self._count(503, time.perf_counter())
+            await replies.put(ReplyFrame(call_id, *_BUSY))
+        finally:
+            refusing.release()
 
     def _count(self, status: int, started: float) -> None:
         # Counted as its answer is ready, before it may wait for a message to go in.

@@ -16,20 +16,19 @@ through both nodes' HTTP stacks.
 (the other node died, closed it, or sent something that is not WebSocket frames of answers) is dropped with every
 call waiting on it answered :class:`Unanswered`: ``NOT_SENT`` when the call never left whole (the other node did not
 run it: it may go again at once), ``LOST`` when it did (the other node may have run it). The next call opens a new
-link. A caller cancelled while it waits leaves the link as it is; the answer,
-if it comes, is dropped; a message already taken is written whole all the same. A link whose write broke off, or
-took more than :data:`WRITE_WITHIN` (the other node reads nothing), cannot frame the next message, so it is dropped
-too. A link on which nothing arrived for :data:`QUIET_BEFORE_PING` seconds is pinged (the other node's server answers
-a ping itself, however busy its calls are, as long as it reads the link, which ``web/internal_channel.py`` always
-does), and one that still brings nothing :data:`PING_ANSWER_WITHIN` seconds later is dropped: a node that stopped,
-or a connection that died without a word, is found then, instead of calls waiting on it until their callers give up
-and the next calls being written into it. (Over TLS, what arrives is counted in whole records, of at most 16 KiB: a
-link that carries less than about 3 KB/s is taken for dead too.)
+link. A caller cancelled while it waits leaves the link as it is; the answer, if it comes, is dropped; a message
+already taken is written whole all the same. A link whose write broke off, or took more than :data:`WRITE_WITHIN` (the
+other node reads nothing), cannot frame the next message, so it is dropped too (and logged, as every link that fails).
+A link on which nothing arrived for :data:`QUIET_BEFORE_PING` seconds is pinged (the other node's server answers a ping
+itself, however busy its calls are, as long as it reads the link, which ``web/internal_channel.py`` always does), and
+one that still brings nothing :data:`PING_ANSWER_WITHIN` seconds later is dropped: a node that stopped, or a connection
+that died without a word, is found then, instead of calls waiting on it until their callers give up and the next calls
+being written into it. (Over TLS, what arrives is counted in whole records, of at most 16 KiB: a link that carries less
+than about 3 KB/s is taken for dead too.)
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import itertools
 import logging
@@ -266,15 +265,22 @@ class _Link:
         of it). Whether it was written whole: a message cut short is never read as one by the other node."""
         stream = self._stream
         whole = False
+        broke: Exception | None = None
+        bound = trio.move_on_after(WRITE_WITHIN)
         try:
-            with trio.move_on_after(WRITE_WITHIN):
+            with bound:
                 async with self._bytes:
                     if self.usable and stream is not None:
-                        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):  # dropped below
+                        try:
                             await stream.send_all(self._ws.send(event))
                             whole = True
+                        except (trio.BrokenResourceError, trio.ClosedResourceError) as error:  # dropped below
+                            broke = error
         finally:
             if not whole:  # broken, too slow (the other node reads nothing), or cut: what follows could not be framed
+                if self.usable and (broke is not None or bound.cancelled_caught):  # this write found it: say how
+                    log.info("an internal channel link failed", extra={"address": self.address, "error": repr(
+                        broke or trio.TooSlowError(f"a message took more than {WRITE_WITHIN} s to write"))})
                 self.drop()
         return whole
 

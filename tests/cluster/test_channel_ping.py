@@ -5,6 +5,7 @@ On virtual time, the link's connection an in-memory stream to a node played by t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,6 +21,7 @@ from controller.cluster import channel
 from controller.cluster.channel import (
     PING_ANSWER_WITHIN,
     QUIET_BEFORE_PING,
+    WRITE_WITHIN,
     CallFrame,
     ChannelLinks,
     ReplyFrame,
@@ -148,3 +150,47 @@ async def test_a_link_writing_a_message_the_node_does_not_read_yet_goes_on_readi
             nursery.start_soon(call, "first", 0.0)
             nursery.start_soon(call, "second", 0.5)
     assert answered == {"first": 2.0, "second": 5.0}
+
+
+async def test_a_link_waits_for_its_own_message_to_go_out_before_it_pings(
+        monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock) -> None:
+    """Buffers full: the node reads nothing for 4.5 s after each message of calls, and answers each call 8 s after
+    reading it. The second call's message waits to be written from 0.5 to 4.5, within its bound; only then may the
+    link ping (at 5), and the node's pong, read 4 s later, comes in time. Pinged at 1 instead, the ping's 5 s would
+    have run out at 6, the ping still unread behind the message, and both calls been lost."""
+    async with linked(monkeypatch, lockstep=True, pongs=True, answer_after=8.0, deaf_after_call=4.5) as (links, _):
+        start = trio.current_time()
+        answered: dict[str, float] = {}
+
+        async def call(name: str, after: float) -> None:
+            await trio.sleep(after)
+            assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
+            answered[name] = trio.current_time() - start
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, "first", 0.0)
+            nursery.start_soon(call, "second", 0.5)
+    assert answered == {"first": 8.0, "second": 12.5}
+
+
+async def test_a_message_the_node_does_not_read_within_its_bound_drops_the_link(
+        monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock, caplog: pytest.LogCaptureFixture) -> None:
+    """Buffers full: the node reads nothing for 6 s after the first call. The second call's message, waiting to be
+    written from 0.5, is cut at 0.5 + WRITE_WITHIN: the link is dropped (and says why), the second call was not
+    sent, and the first, which the node has, is lost."""
+    caplog.set_level(logging.INFO, logger="tollgate.cluster")
+    async with linked(monkeypatch, lockstep=True, pongs=True, answer_after=10.0, deaf_after_call=6.0) as (links, _):
+        start = trio.current_time()
+        answered: dict[str, tuple[object, float]] = {}
+
+        async def call(name: str, after: float) -> None:
+            await trio.sleep(after)
+            answered[name] = await links.call(ADDRESS, b"{}"), trio.current_time() - start
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, "first", 0.0)
+            nursery.start_soon(call, "second", 0.5)
+    cut = 0.5 + WRITE_WITHIN
+    assert answered == {"first": (Unanswered.LOST, cut), "second": (Unanswered.NOT_SENT, cut)}
+    [failed] = [record for record in caplog.records if record.getMessage() == "an internal channel link failed"]
+    assert "TooSlowError" in failed.error  # type: ignore[attr-defined]

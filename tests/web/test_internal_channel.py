@@ -3,167 +3,22 @@ of ``web/internal_channel.py`` served by the project's own server, with a router
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import httpx
 import msgspec
 import pytest
 import trio
-from hypercorn.config import Config
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Message, Request
+from wsproto.events import AcceptConnection, CloseConnection, Message, Request
 
-from controller.certificates import ensure_pki
-from controller.certificates.tls_contexts import TlsContexts
 from controller.cluster import call_signing, channel
-from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, ChannelLinks, Unanswered
+from controller.cluster.channel import CHANNEL_PATH, HELLO, ChannelLinks, Unanswered
 from controller.etcd import connect
-from tests.support import seed_pki, websocket_upgrade
-from web import internal_channel, server
-from web.internal_channel import InternalChannel
-
-KEY = b"k" * 32
-MAX_BODY = 64
-BIG_ANSWER = 1 << 20  # the answer to a call whose body starts with "big"
-
-
-def signed(body: bytes) -> str:
-    return call_signing.signature(KEY, body, time.time())
-
-
-@dataclass
-class Router:
-    """Answers a call 200 with its body, once the gate named by the body (if any) opens; refuses bad signatures."""
-
-    gates: dict[bytes, trio.Event] = field(default_factory=dict)
-    arrivals: dict[bytes, trio.Event] = field(default_factory=dict)  # set as a call with that body reaches serve
-    served: list[bytes] = field(default_factory=list)
-
-    def arrival(self, body: bytes) -> trio.Event:
-        return self.arrivals.setdefault(body, trio.Event())
-
-    def verified(self, signature: str | None, body: bytes) -> bool:
-        return call_signing.verified(KEY, signature, body, time.time())
-
-    async def serve(self, signature: str | None, body: bytes) -> tuple[int, bytes]:
-        if not self.verified(signature, body):
-            return 401, b'{"error":{"code":"UNAUTHORIZED"}}'
-        self.arrival(body).set()
-        if body == b"fail":
-            raise RuntimeError("the router failed on this call")
-        if body in self.gates:
-            await self.gates[body].wait()
-        self.served.append(body)
-        if body.startswith(b"big"):
-            return 200, b"x" * BIG_ANSWER
-        return 200, b'{"result":"' + body + b'"}'
-
-
-@dataclass
-class Served:
-    url: str
-    router: Router
-    app_paths: list[tuple[str, str]]  # (scope type, path) of what reached the application
-    links_accepted: list[int]  # one entry per WebSocket the channel was given
-    links_ended: trio.Event  # set as the channel's handling of a link returns
-    frames_in: list[int]  # frames in each message the channel received
-    frames_out: list[int]  # frames in each message it sent
-    done: list[tuple[str | None, str, int]]  # what the channel counted
-
-
-@asynccontextmanager
-async def channel_server(tmp_path: Path) -> AsyncIterator[tuple[Served, trio.CancelScope]]:
-    """The channel in front of an application that answers 204, served on a loopback port; the scope that stops it."""
-    seed_pki(tmp_path)
-    trust = TlsContexts(ensure_pki(tmp_path / "pki").ca_pem.decode())
-    router, app_paths, accepted, done = Router(), [], [], []
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        app_paths.append((scope["type"], scope["path"]))
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close"})
-            return
-        await send({"type": "http.response.start", "status": 204, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-
-    class Counted:
-        def request_done(self, route: str | None, method: str, status: int, seconds: float) -> None:
-            done.append((route, method, status))
-
-    middleware = InternalChannel(app, router, max_body=MAX_BODY, metrics=Counted())
-
-    frames_in: list[int] = []
-    frames_out: list[int] = []
-    ended = trio.Event()
-
-    async def counting(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "websocket" or scope["path"] != CHANNEL_PATH:
-            await middleware(scope, receive, send)
-            return
-        accepted.append(1)
-
-        async def received() -> Any:
-            message = await receive()
-            if message["type"] == "websocket.receive":
-                frames_in.append(_frames(message.get("bytes")))
-            return message
-
-        async def sent(message: Any) -> None:
-            if message["type"] == "websocket.send":
-                frames_out.append(_frames(message["bytes"]))
-            await send(message)
-
-        await middleware(scope, received, sent)
-        ended.set()
-
-    config = Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    config.graceful_timeout = 0.1
-    stop = trio.CancelScope()
-
-    async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
-        with stop:
-            await server.serve(counting, config, trust=trust, task_status=task_status)
-
-    async with trio.open_nursery() as nursery:
-        urls = await nursery.start(run_server)
-        try:
-            yield Served(urls[0], router, app_paths, accepted, ended, frames_in, frames_out, done), stop
-        finally:
-            nursery.cancel_scope.cancel()
-
-
-def _frames(message: bytes | None) -> int:
-    try:
-        decoded = msgspec.msgpack.decode(message or b"")
-    except msgspec.DecodeError:
-        return -1
-    return len(decoded) if isinstance(decoded, list) else -1
-
-
-@asynccontextmanager
-async def links(sign: Any = signed) -> AsyncIterator[ChannelLinks]:
-    held = ChannelLinks(None, sign, connect_timeout=5.0)  # type: ignore[arg-type]  # plain http: no TLS needed
-    async with trio.open_nursery() as nursery:
-        await nursery.start(held.run)
-        try:
-            yield held
-        finally:
-            nursery.cancel_scope.cancel()
+from tests.support import websocket_upgrade
+from tests.web.channel_server import KEY, MAX_BODY, channel_server, links, signed
 
 
 async def test_calls_share_one_link_and_each_is_answered_as_soon_as_it_is_ready(tmp_path: Path) -> None:
@@ -252,75 +107,6 @@ async def test_a_call_too_large_is_refused_before_the_router_and_a_message_not_a
             assert [event.code for event in events if isinstance(event, CloseConnection)] == [1003]
             await stream.aclose()
         assert [status for _, _, status in served.done] == [413]
-
-
-async def test_calls_beyond_a_links_limit_are_answered_at_once_not_run_and_the_link_goes_on(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With two calls at the router, a third (whichever of the message's three is last) is answered at once as not
-    run; once one of the two ends, the next call is served."""
-    monkeypatch.setattr(internal_channel, "CALLS_PER_LINK", 2)
-    async with links() as held, channel_server(tmp_path) as (served, _):
-        gates = {body: served.router.gates.setdefault(body, trio.Event()) for body in (b"one", b"two", b"three")}
-        got: dict[bytes, tuple[int, bytes] | Unanswered] = {}
-
-        async def call(body: bytes) -> None:
-            got[body] = await held.call(served.url, body)
-
-        with trio.fail_after(10):
-            async with trio.open_nursery() as nursery:
-                for body in gates:
-                    nursery.start_soon(call, body)
-                while len(got) < 1:  # noqa: ASYNC110  # the server's own progress
-                    await trio.sleep(0.01)
-                [refused] = got
-                assert not served.router.arrival(refused).is_set()
-                status, answer = got[refused]  # type: ignore[misc]
-                assert status == 200 and msgspec.json.decode(answer)["error"]["code"] == "CLUSTER_UNAVAILABLE"
-                assert msgspec.json.decode(answer)["error"]["cause"]["data"] == {"applied": "no"}
-                first = next(body for body in gates if body != refused)
-                gates[first].set()
-                while len(got) < 2:  # noqa: ASYNC110
-                    await trio.sleep(0.01)
-                assert await held.call(served.url, b"after") == (200, b'{"result":"after"}')
-                for gate in gates.values():
-                    gate.set()
-        assert sorted(served.router.served) == sorted([*(body for body in gates if body != refused), b"after"])
-        assert served.frames_in[0] == 3 and len(served.links_accepted) == 1
-        assert sorted(status for _, _, status in served.done) == [200, 200, 200, 503]
-
-
-async def test_a_node_that_reads_none_of_its_answers_loses_its_link(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Forty answers of a mebibyte each, more than the sockets' buffers hold (the caller's kept small), to a caller
-    that reads nothing: the server's kernel drops the stalled connection, the link's handling ends, and the caller,
-    reading at last, finds the connection gone short of the forty."""
-    monkeypatch.setattr(server, "STALLED_PEER_TIMEOUT", 0.5)
-    calls = 40
-    async with channel_server(tmp_path) as (served, _):
-        with trio.fail_after(20):
-            stream = await connect("http", "127.0.0.1", int(served.url.rsplit(":", 1)[1]), None, connect_timeout=5)
-            assert isinstance(stream, trio.SocketStream)
-            stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
-            ws = WSConnection(ConnectionType.CLIENT)
-            await stream.send_all(ws.send(Request(host="127.0.0.1", target=CHANNEL_PATH, extra_headers=[
-                (call_signing.SIGNATURE_HEADER.encode(), signed(HELLO).encode())])))
-            while not any(isinstance(event, AcceptConnection) for event in ws.events()):
-                ws.receive_data(await stream.receive_some(65536))
-            frames = [CallFrame(n, signed(b"big%d" % n), b"big%d" % n) for n in range(calls)]
-            await stream.send_all(ws.send(Message(data=msgspec.msgpack.encode(frames))))
-            with trio.move_on_after(10) as waited:
-                await served.links_ended.wait()  # reading nothing meanwhile
-            if waited.cancelled_caught:
-                await stream.aclose()  # so that the server's write, and the test, can end
-                pytest.fail("the server still writes to a caller that reads nothing")
-            answered = 0
-            with contextlib.suppress(trio.BrokenResourceError):  # reset: the kernel dropped it
-                while data := await stream.receive_some(1 << 20):
-                    ws.receive_data(data)
-                    answered += sum(isinstance(event, BytesMessage) and event.message_finished
-                                    for event in ws.events())
-            await stream.aclose()
-        assert served.router.served and answered < calls
 
 
 async def test_a_call_the_router_fails_on_is_answered_500_and_the_link_goes_on(tmp_path: Path) -> None:
