@@ -23,8 +23,10 @@ A link on which nothing arrived for :data:`QUIET_BEFORE_PING` seconds is pinged 
 itself, however busy its calls are, as long as it reads the link, which ``web/internal_channel.py`` always does), and
 one that still brings nothing :data:`PING_ANSWER_WITHIN` seconds later is dropped: a node that stopped, or a connection
 that died without a word, is found then, instead of calls waiting on it until their callers give up and the next calls
-being written into it. (Over TLS, what arrives is counted in whole records, of at most 16 KiB: a link that carries less
-than about 3 KB/s is taken for dead too.)
+being written into it. The reading never waits to write: a ping, or the answer to the other node's own ping, is written
+by a task of the link's own, a ping in the stream's turn taken as it is decided (so no message goes first, and the wait
+for its answer counts no other write), and none while a message is being written. (Over TLS, what arrives is counted in
+whole records, of at most 16 KiB: a link that carries less than about 3 KB/s is taken for dead too.)
 """
 
 from __future__ import annotations
@@ -203,7 +205,9 @@ class _Link:
         self._ids = itertools.count()
         self._waiting: dict[int, _Answer] = {}
         self._outbox = Outbox[CallFrame](self._write)
-        self._bytes = trio.Lock()  # one writer of the stream at a time: a message, or the answer to a ping
+        # One writer of the stream at a time (a message, a ping or a pong). Not a Lock: the reader takes the turn
+        # for the ping task it starts, so that no message goes between.
+        self._turn = trio.Semaphore(1)
         self._stop = trio.CancelScope()
 
     async def serve(self, ssl_context: ssl.SSLContext, connect_timeout: float) -> None:
@@ -260,22 +264,34 @@ class _Link:
         return await self._send(Message(data=message))
 
     async def _send(self, event: Event) -> bool:
-        """Write ``event`` whole within :data:`WRITE_WITHIN` seconds, or drop the link: the calls waiting on it then
-        get ``LOST``. Framed only while the link is usable (once the other node closed it, WebSocket frames no more
-        of it). Whether it was written whole: a message cut short is never read as one by the other node."""
+        """:meth:`_send_in_turn` once the stream's turn is free (its holder's write is bounded)."""
+        async with self._turn:
+            return await self._send_in_turn(event)
+
+    async def _ping(self) -> None:
+        """Write a ping in the turn the reader took for it."""
+        try:
+            await self._send_in_turn(Ping())
+        finally:
+            self._turn.release()
+
+    async def _send_in_turn(self, event: Event) -> bool:
+        """Write ``event`` whole within :data:`WRITE_WITHIN` seconds, holding the stream's turn, or drop the link:
+        the calls waiting on it then get ``LOST``. Framed only while the link is usable (once the other node closed
+        it, WebSocket frames no more of it). Whether it was written whole: a message cut short is never read as one
+        by the other node."""
         stream = self._stream
         whole = False
         broke: Exception | None = None
         bound = trio.move_on_after(WRITE_WITHIN)
         try:
             with bound:
-                async with self._bytes:
-                    if self.usable and stream is not None:
-                        try:
-                            await stream.send_all(self._ws.send(event))
-                            whole = True
-                        except (trio.BrokenResourceError, trio.ClosedResourceError) as error:  # dropped below
-                            broke = error
+                if self.usable and stream is not None:
+                    try:
+                        await stream.send_all(self._ws.send(event))
+                        whole = True
+                    except (trio.BrokenResourceError, trio.ClosedResourceError) as error:  # dropped below
+                        broke = error
         finally:
             if not whole:  # broken, too slow (the other node reads nothing), or cut: what follows could not be framed
                 if self.usable and (broke is not None or bound.cancelled_caught):  # this write found it: say how
@@ -310,12 +326,14 @@ class _Link:
             if quiet.cancelled_caught:
                 if pinged:
                     raise trio.TooSlowError("the node answered no ping")
-                if self._bytes.locked():  # a message is being written, within its own bound: ping once it is out
+                try:
+                    self._turn.acquire_nowait()  # taken now: no message goes first, to count in the ping's wait
+                except trio.WouldBlock:  # a message is being written, within its own bound: ping once it is out
                     continue
                 # Not written here: a ping waiting for room in the connection would stop the reading, and the other
                 # node's answers, which may be what holds that room, would then wait for the ping.
                 pinged = True
-                pings.start_soon(self._send, Ping())
+                pings.start_soon(self._ping)
                 continue
             pinged = False
             for event in events:
@@ -329,7 +347,7 @@ class _Link:
                             if answer is not None:
                                 answer.give((reply.status, reply.body))
                 elif isinstance(event, Ping):
-                    await self._send(event.response())
+                    pings.start_soon(self._send, event.response())  # as a ping: the reading never waits to write
                 elif isinstance(event, Pong):
                     pass  # that the node is there is all it says, and anything arriving says that
                 elif isinstance(event, CloseConnection):

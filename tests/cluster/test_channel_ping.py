@@ -33,15 +33,17 @@ ADDRESS = "http://peer:1"
 
 class Peer:
     """The other node's end of one link: accepts it, notes when each ping and call arrives, answers pings if
-    ``pongs``, and answers each call ``answer_after`` seconds after it arrives (never, if None)."""
+    ``pongs``, and answers each call ``answer_after`` seconds after it arrives (never, if None); pings the link
+    ``ping_at`` seconds after accepting it, if given."""
 
     def __init__(self, stream: trio.abc.Stream, *, pongs: bool, answer_after: float | None,
-                 deaf_after_call: float = 0.0) -> None:
+                 deaf_after_call: float = 0.0, ping_at: float | None = None) -> None:
         self._stream = stream
         self._ws = WSConnection(ConnectionType.SERVER)
         self._pongs = pongs
         self._answer_after = answer_after
         self._deaf_after_call = deaf_after_call  # seconds it reads nothing after a message of calls
+        self._ping_at = ping_at  # seconds after the link opened at which it pings the link itself, if ever
         self._writing = trio.Lock()
         self.pings: list[float] = []
         self.calls: list[float] = []
@@ -53,6 +55,8 @@ class Peer:
                 for event in self._ws.events():
                     if isinstance(event, Request):
                         await self._write(self._ws.send(AcceptConnection()))
+                        if self._ping_at is not None:
+                            answers.start_soon(self._ping, self._ping_at)
                     elif isinstance(event, Ping):
                         self.pings.append(trio.current_time())
                         if self._pongs:
@@ -69,6 +73,10 @@ class Peer:
         await trio.sleep(self._answer_after)
         reply = msgspec.msgpack.encode([ReplyFrame(call_id, 200, b'{"data":{}}')])
         await self._write(self._ws.send(Message(data=reply)))
+
+    async def _ping(self, after: float) -> None:
+        await trio.sleep(after)
+        await self._write(self._ws.send(Ping()))
 
     async def _write(self, data: bytes) -> None:
         async with self._writing:
@@ -194,3 +202,15 @@ async def test_a_message_the_node_does_not_read_within_its_bound_drops_the_link(
     assert answered == {"first": (Unanswered.LOST, cut), "second": (Unanswered.NOT_SENT, cut)}
     [failed] = [record for record in caplog.records if record.getMessage() == "an internal channel link failed"]
     assert "TooSlowError" in failed.error  # type: ignore[attr-defined]
+
+
+
+async def test_a_link_pinged_by_the_node_goes_on_reading_while_its_pong_waits_to_be_written(
+        monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock) -> None:
+    """Buffers full: the node reads nothing for 3 s after the call, pings the link at 0.5 and answers the call at 2.
+    The pong waits to be written until 3, and the answer is read at 2 all the same."""
+    async with linked(monkeypatch, lockstep=True, pongs=True, answer_after=2.0, deaf_after_call=3.0,
+                      ping_at=0.5) as (links, _):
+        start = trio.current_time()
+        assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
+        assert trio.current_time() - start == 2.0
