@@ -7,14 +7,14 @@ session, no OpenAPI operation, no read barrier (a call names the revision its se
 that instead), no access-log line. So this ASGI middleware serves the link itself, and every other request (HTTP,
 any other WebSocket, lifespan) goes on to the application unchanged.
 
-A link is accepted only when its opening request carries a signature of :data:`~controller.cluster.channel.HELLO`
-by the network's key (else hypercorn answers the upgrade 403); each call is still verified on its own by the router
-before anything of it is decoded. Each :class:`~controller.cluster.channel.CallFrame` of a message is served in a
+A link is accepted only when its opening request carries a signature of :data:`~controller.cluster.channel.HELLO` by
+the network's key (else hypercorn answers the upgrade 403); each call is still verified on its own by the router before
+anything of it is decoded. Each :class:`~controller.cluster.channel_messages.CallFrame` of a message is served in a
 task of the link's own (the link is the request: its calls end with it), and answered with a
-:class:`~controller.cluster.channel.ReplyFrame` as soon as the router has the answer, whatever the order; answers
-ready together go in one message (an :class:`~controller.cluster.channel.Outbox`). A call larger than ``max_body``
-is answered 413 without reaching the router, and one the router fails on is answered 500 (logged), the link's other
-calls going on; a message that is not a list of call frames ends the link, once its calls have stopped.
+:class:`~controller.cluster.channel_messages.ReplyFrame` as soon as the router has the answer, whatever the order;
+answers ready together go in one message (an :class:`~controller.cluster.channel_messages.Outbox`). A call larger than
+``max_body`` is answered 413 without reaching the router, and one the router fails on is answered 500 (logged), the
+link's other calls going on; a message that is not a list of call frames ends the link, once its calls have stopped.
 
 What a link holds is bounded, and the link is always read: were it left unread, the server would stop reading the
 connection, the calling node's pings would go unanswered and its link would drop with every call on it. At most
@@ -38,7 +38,8 @@ import msgspec
 import trio
 
 from controller.cluster.call_signing import SIGNATURE_HEADER
-from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, Outbox, ReplyFrame
+from controller.cluster.channel import CHANNEL_PATH, HELLO
+from controller.cluster.channel_messages import CallFrame, Outbox, ReplyFrame
 from controller.errors import nested_cause
 
 __all__ = ["InternalChannel"]

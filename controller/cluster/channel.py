@@ -2,14 +2,15 @@
 
 A node reaches another at :data:`CHANNEL_PATH` on that node's own listener (its ``internal_address``), upgraded to a
 WebSocket whose opening request is signed (:data:`HELLO`, ``controller/cluster/call_signing.py``); the serving side is
-``web/internal_channel.py``. Each call is one binary message, a :class:`CallFrame` (an id this link chose, the call's
-signature and its JSON body), and its answer one :class:`ReplyFrame` with the same id, in whatever order the other
-node finishes them: a slow call holds back no other. Frames go in messages through an :class:`Outbox`, on both
-sides: the frames added while a message is being written, or in the same scheduler turn, go together in the next
-one (a list of frames), so calls that a node's requests make at about the same time reach the other node together,
-and are decided together (their writes in one batch), as they would be over separate connections. A call therefore
-costs a share of one message each way on a connection that stays open, instead of an HTTP request and answer
-through both nodes' HTTP stacks.
+``web/internal_channel.py``. Each call is one binary message, a :class:`~controller.cluster.channel_messages.CallFrame`
+(an id this link chose, the call's signature and its JSON body), and its answer one
+:class:`~controller.cluster.channel_messages.ReplyFrame` with the same id, in whatever order the other node finishes
+them: a slow call holds back no other. Frames go in messages through an
+:class:`~controller.cluster.channel_messages.Outbox`, on both sides: the frames added while a message is being written,
+or in the same scheduler turn, go together in the next one (a list of frames), so calls that a node's requests make at
+about the same time reach the other node together, and are decided together (their writes in one batch), as they would
+be over separate connections. A call therefore costs a share of one message each way on a connection that stays open,
+instead of an HTTP request and answer through both nodes' HTTP stacks.
 
 :class:`ChannelLinks` keeps the links. A caller asks for a link; one not open yet is opened by the links' own task
 (:meth:`ChannelLinks.run`), never by the caller, which waits for it within the connect timeout. A link that fails
@@ -36,8 +37,7 @@ import itertools
 import logging
 import math
 import ssl
-from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from collections.abc import Callable
 
 import msgspec
 import trio
@@ -56,10 +56,11 @@ from wsproto.events import (
 from wsproto.utilities import RemoteProtocolError
 
 from controller.cluster.call_signing import SIGNATURE_HEADER
+from controller.cluster.channel_messages import CallFrame, Outbox, ReplyFrame
 from controller.etcd import ConnectFailed, connect, split_url
 
-__all__ = ["CHANNEL_PATH", "HELLO", "MESSAGE_BYTES", "PING_ANSWER_WITHIN", "QUIET_BEFORE_PING", "WRITE_WITHIN",
-           "CallFrame", "ChannelLinks", "Outbox", "ReplyFrame", "Unanswered"]
+__all__ = ["CHANNEL_PATH", "HELLO", "PING_ANSWER_WITHIN", "QUIET_BEFORE_PING", "WRITE_WITHIN", "ChannelLinks",
+           "Unanswered"]
 
 log = logging.getLogger("tollgate.cluster")
 
@@ -76,31 +77,7 @@ PING_ANSWER_WITHIN = 5.0
 long as a message may take to write, since a node too busy to answer a ping is as slow to read."""
 
 
-class CallFrame(msgspec.Struct, array_like=True, frozen=True):
-    """One call: ``id`` (the link's own), its ``signature`` (``call_signing.signature`` over ``body``), ``body``."""
-
-    id: int
-    signature: str
-    body: bytes
-
-
-class ReplyFrame(msgspec.Struct, array_like=True, frozen=True):
-    """The answer to the call ``id``: an HTTP-like status and a JSON body, as ``RoutedPosture.serve`` gives them."""
-
-    id: int
-    status: int
-    body: bytes
-
-
-_encoder = msgspec.msgpack.Encoder()
 _replies_decoder = msgspec.msgpack.Decoder(list[ReplyFrame])
-
-F = TypeVar("F", CallFrame, ReplyFrame)
-
-
-MESSAGE_BYTES = 1 << 20
-"""The most bytes of frames an :class:`Outbox` puts in one message (one larger frame goes alone): well under the
-16 MiB hypercorn takes in a WebSocket message, whatever the calls' sizes."""
 
 
 class Unanswered(enum.Enum):
@@ -111,70 +88,6 @@ class Unanswered(enum.Enum):
     not run it."""
     LOST = "lost"
     """The link broke after it left: the other node may have run it."""
-
-
-class _Slot(Generic[F]):
-    """A frame waiting in an :class:`Outbox`, whether a message has taken it, and whether that message was written
-    whole."""
-
-    __slots__ = ("frame", "size", "taken", "written")
-
-    def __init__(self, frame: F) -> None:
-        self.frame: F = frame
-        self.size = len(frame.body) + 256  # the id, the status or signature, and the framing, generously
-        self.taken = False
-        self.written = False
-
-
-class Outbox(Generic[F]):
-    """Frames written as messages, each message a list of the frames waiting when it is written (at most
-    ``max_bytes`` of them, in order; the rest go in the next).
-
-    :meth:`put` returns once its frame was written (by this task or by another's :meth:`put`). The first writer
-    yields one scheduler turn before it takes the waiting frames, so that frames put in the same turn join it; frames
-    put while it writes wait for the next message. A frame whose :meth:`put` is cancelled before a message took it
-    is never written; a message taken is written whole even if the task writing it is cancelled meanwhile (``write``
-    bounds its own time). ``write`` writes one encoded message and says whether it wrote it whole; what it raises
-    reaches the task that called it.
-    """
-
-    def __init__(self, write: Callable[[bytes], Awaitable[bool]], *, max_bytes: int = MESSAGE_BYTES) -> None:
-        self._write = write
-        self._max_bytes = max_bytes
-        self._waiting: list[_Slot[F]] = []
-        self._writing = trio.Lock()
-
-    async def put(self, frame: F) -> bool:
-        """Whether ``frame`` went out in a message written whole."""
-        slot = _Slot(frame)
-        self._waiting.append(slot)
-        try:
-            # Acquiring the lock is a checkpoint (as every Trio async function): the frames put in this turn are
-            # waiting when the task that holds it goes on.
-            async with self._writing:
-                while not slot.taken:  # else written with a message another put wrote
-                    message = self._take()
-                    # Shielded: the frames are out of the queue, and half a message would leave the link unusable.
-                    with trio.CancelScope(shield=True):
-                        whole = await self._write(_encoder.encode([taken.frame for taken in message]))
-                    for taken in message:
-                        taken.written = whole
-        finally:
-            if not slot.taken:  # given up before any message took it: it is never written
-                self._waiting.remove(slot)
-        return slot.written
-
-    def _take(self) -> list[_Slot[F]]:
-        message: list[_Slot[F]] = []
-        size = 0
-        for slot in self._waiting:
-            if message and size + slot.size > self._max_bytes:
-                break
-            slot.taken = True
-            message.append(slot)
-            size += slot.size
-        del self._waiting[:len(message)]
-        return message
 
 
 class _Answer:

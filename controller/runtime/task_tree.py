@@ -26,7 +26,7 @@ from quart_trio import QuartTrio
 from controller.authentication.shared_throttles import SharedThrottles
 from controller.certificates import Pki
 from controller.cluster import ClusterConfig, ClusterNode, Limits, connect
-from controller.cluster.channel import MESSAGE_BYTES
+from controller.cluster.channel_messages import MESSAGE_BYTES
 from controller.etcd import TlsFiles
 from controller.insight import EventFile, write_events_behind
 from controller.insight.event_log import TRIM_BATCH, latest_id, oldest_id

@@ -7,7 +7,7 @@ import msgspec
 import trio
 import trio.testing
 
-from controller.cluster.channel import CallFrame, Outbox
+from controller.cluster.channel_messages import CallFrame, Outbox
 
 
 def frame(n: int) -> CallFrame:

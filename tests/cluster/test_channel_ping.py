@@ -18,15 +18,8 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, BytesMessage, Message, Ping, Request
 
 from controller.cluster import channel
-from controller.cluster.channel import (
-    PING_ANSWER_WITHIN,
-    QUIET_BEFORE_PING,
-    WRITE_WITHIN,
-    CallFrame,
-    ChannelLinks,
-    ReplyFrame,
-    Unanswered,
-)
+from controller.cluster.channel import PING_ANSWER_WITHIN, QUIET_BEFORE_PING, WRITE_WITHIN, ChannelLinks, Unanswered
+from controller.cluster.channel_messages import CallFrame, ReplyFrame
 
 ADDRESS = "http://peer:1"
 

@@ -16,7 +16,8 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, BytesMessage, Message, Request
 
 from controller.cluster import call_signing
-from controller.cluster.channel import CHANNEL_PATH, HELLO, CallFrame, Unanswered
+from controller.cluster.channel import CHANNEL_PATH, HELLO, Unanswered
+from controller.cluster.channel_messages import CallFrame
 from controller.etcd import connect
 from tests.web.channel_server import Router, channel_server, links, signed
 from web import internal_channel, server
