@@ -20,9 +20,11 @@ What a link holds is bounded, and the link is always read: were it left unread, 
 connection, the calling node's pings would go unanswered and its link would drop with every call on it. At most
 :data:`CALLS_PER_LINK` calls of a link are open at once, each from its arrival until its answer is written (with the
 router, or answered and waiting to go out). A call beyond that is answered at once, not run (``CLUSTER_UNAVAILABLE``,
-``applied: no``), and at most as many of those answers wait to be written: a call beyond both means the calling
-node reads none of its answers, and ends the link (close code 1008; the calls still open are cancelled, and their
-callers get ``LOST``). A calling node that reads nothing at all loses the link when the server drops the stalled
+``applied: no``; the answers refusing one message's calls written together), and at most :data:`REFUSALS_PER_LINK`
+of those answers wait to be written: calls beyond both mean that the calling node reads none of its answers, and
+end the link (close code 1008; the calls still open are cancelled, and their callers get ``LOST``). A link this side
+ends (1003, 1008) is still read, what comes dropped, until the calling node disconnects, or :data:`CLOSE_WITHIN`
+after the close was sent. A calling node that reads nothing at all loses the link when the server drops the stalled
 connection (``web/server.py``). Each call is counted in the request metrics under the channel's path, method
 ``CALL`` (a call answered as beyond the limit, as 503).
 """
@@ -56,9 +58,16 @@ _NOT_READING = 1008  # WebSocket close code: a caller that breaks the link's ter
 _calls_decoder = msgspec.msgpack.Decoder(list[CallFrame])
 
 CALLS_PER_LINK = 4096
-"""The most calls of one link open at once (and the most answers refusing calls beyond them waiting to be written):
-far more than a node's requests make, few enough that a node gone wrong cannot have this one start work, or hold
-answers, without end."""
+"""The most calls of one link open at once: far more than a node's requests make, few enough that a node gone wrong
+cannot have this one start work without end."""
+REFUSALS_PER_LINK = 65536
+"""The most answers refusing calls beyond :data:`CALLS_PER_LINK` that wait to be written. A calling node that reads
+its answers never has that many unread: the server queues at most 10 of its messages ahead of this side's reading,
+and its messages hold at most 4,096 calls each (``MESSAGE_BYTES`` counted at 256 bytes a call at least). Each waiting
+refusal holds its call's id and a frame of its answer, about 150 bytes."""
+CLOSE_WITHIN = 5.0
+"""Seconds a link this side ended is still read once its close is sent, waiting for the calling node's close (the
+server passes that on only to an application that reads)."""
 _BUSY = 200, msgspec.json.encode({"error": {"code": "CLUSTER_UNAVAILABLE", "cause": nested_cause(
     "the identity's owner was serving as many calls from this node as it takes: the call was not run",
     "CLUSTER_UNAVAILABLE", {"applied": "no"})}})
@@ -86,7 +95,7 @@ class _Limits:
 
     def __init__(self) -> None:
         self.calls = trio.Semaphore(CALLS_PER_LINK)
-        self.refusals = trio.Semaphore(CALLS_PER_LINK)
+        self.refusing = 0
         self.refused = False
 
 
@@ -126,48 +135,52 @@ class InternalChannel:
             return True
 
         replies = Outbox[ReplyFrame](write)
-        ended: int | None = None  # the close code, if this side ends the link
-        limits = _Limits()
-        async with trio.open_nursery() as calls:
-            while ended is None:
-                message = await receive()
-                if message["type"] == "websocket.disconnect":
-                    break
-                try:
-                    frames = _calls_decoder.decode(message.get("bytes") or b"")
-                except msgspec.DecodeError:
-                    ended = _NOT_A_CALL
-                    break
-                for frame in frames:
-                    ended = self._take(frame, calls, replies, limits)
-                    if ended is not None:
-                        break
-            calls.cancel_scope.cancel()  # the caller is gone, or the link ended: nobody to answer
-        if ended is not None:  # once no call can answer any more: nothing is sent on a closed link
-            await send({"type": "websocket.close", "code": ended})
+        reading_on: trio.CancelScope | None = None  # once this side ended the link
+        async with trio.open_nursery() as link:
+            async with trio.open_nursery() as calls:
+                ended = await self._serve_calls(receive, calls, replies, _Limits())
+                if ended is not None:
+                    # Read on, dropping what comes, until the link is over: were the reading to stop, the server
+                    # would stop reading the connection, and then wait to pass its end to this side, inside a write
+                    # that the calls' ending waits for.
+                    reading_on = await link.start(_read_to_the_end, receive)
+                calls.cancel_scope.cancel()  # the caller is gone, or the link ended: nobody to answer
+            if reading_on is not None:  # once no call can answer any more: nothing is sent on a closed link
+                await send({"type": "websocket.close", "code": ended})
+                reading_on.deadline = trio.current_time() + CLOSE_WITHIN
 
-    def _take(self, frame: CallFrame, calls: trio.Nursery, replies: Outbox[ReplyFrame], limits: _Limits) -> int | None:
-        """Start answering ``frame`` in ``calls``, or refusing it beyond the link's limit; or the close code that
-        ends the link, when the refusals waiting to be written are at their limit too."""
-        try:
-            limits.calls.acquire_nowait()
-        except trio.WouldBlock:
-            pass
-        else:
-            calls.start_soon(self._answer, frame, replies, limits.calls)
-            return None
-        try:
-            limits.refusals.acquire_nowait()
-        except trio.WouldBlock:
-            log.warning("a node reads none of the answers on its link: the link is ended",
-                        extra={"limit": CALLS_PER_LINK})
-            return _NOT_READING
-        if not limits.refused:  # once per link: the metrics count every one
-            limits.refused = True
-            log.warning("a node's calls on its link were over the limit: the calls beyond it are refused",
-                        extra={"limit": CALLS_PER_LINK})
-        calls.start_soon(self._refuse, frame.id, replies, limits.refusals)  # the id alone: its body is not kept
-        return None
+    async def _serve_calls(self, receive: Any, calls: trio.Nursery, replies: Outbox[ReplyFrame],
+                           limits: _Limits) -> int | None:
+        """Start answering the calls the link brings in ``calls``, until the calling node disconnects (None) or
+        this side ends the link (the close code)."""
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                return None
+            try:
+                frames = _calls_decoder.decode(message.get("bytes") or b"")
+            except msgspec.DecodeError:
+                return _NOT_A_CALL
+            refused: list[int] = []  # the ids alone: the calls' bodies are not kept
+            for frame in frames:
+                try:
+                    limits.calls.acquire_nowait()
+                except trio.WouldBlock:
+                    refused.append(frame.id)
+                else:
+                    calls.start_soon(self._answer, frame, replies, limits.calls)
+            if not refused:
+                continue
+            if limits.refusing + len(refused) > REFUSALS_PER_LINK:
+                log.warning("a node reads none of the answers on its link: the link is ended",
+                            extra={"limit": REFUSALS_PER_LINK})
+                return _NOT_READING
+            if not limits.refused:  # once per link: the metrics count every one
+                limits.refused = True
+                log.warning("a node's calls on its link were over the limit: the calls beyond it are refused",
+                            extra={"limit": CALLS_PER_LINK})
+            limits.refusing += len(refused)
+            calls.start_soon(self._refuse, refused, replies, limits)
 
     async def _answer(self, frame: CallFrame, replies: Outbox[ReplyFrame], slots: trio.Semaphore) -> None:
         """Answer one call, its slot given back once the answer is written: each call is a request of its own, and
@@ -187,15 +200,24 @@ class InternalChannel:
         finally:
             slots.release()
 
-    async def _refuse(self, call_id: int, replies: Outbox[ReplyFrame], refusing: trio.Semaphore) -> None:
-        """Answer a call beyond the link's limit, without running it."""
+    async def _refuse(self, call_ids: list[int], replies: Outbox[ReplyFrame], limits: _Limits) -> None:
+        """Answer calls beyond the link's limit, without running them."""
         try:
-            self._count(503, time.perf_counter())
-            await replies.put(ReplyFrame(call_id, *_BUSY))
+            for _ in call_ids:
+                self._count(503, time.perf_counter())
+            await replies.put_all([ReplyFrame(call_id, *_BUSY) for call_id in call_ids])
         finally:
-            refusing.release()
+            limits.refusing -= len(call_ids)
 
     def _count(self, status: int, started: float) -> None:
         # Counted as its answer is ready, before it may wait for a message to go in.
         if self._metrics is not None:
             self._metrics.request_done(CHANNEL_PATH, "CALL", status, time.perf_counter() - started)
+
+
+async def _read_to_the_end(receive: Any, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+    """Read a link's messages, dropping them, until the calling node disconnects or the scope given out is done."""
+    with trio.CancelScope() as scope:
+        task_status.started(scope)
+        while (await receive())["type"] != "websocket.disconnect":
+            pass

@@ -113,6 +113,7 @@ class _Link:
         self._sign = sign
         self.open = trio.Event()  # set once the link is up, or has failed
         self.usable = False
+        self._logged = False  # why it failed
         self._stream: trio.abc.Stream | None = None
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._ids = itertools.count()
@@ -135,12 +136,17 @@ class _Link:
                     await self._read(pings)
         except* (ConnectFailed, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError,
                  RemoteProtocolError, msgspec.DecodeError, _Refused) as failed:
-            log.info("an internal channel link failed", extra={
-                "address": self.address, "error": repr(failed.exceptions[0])})
+            self._failed(failed.exceptions[0])
         finally:
             self.drop()  # outside the link's own scope, which it cancels: what ended the link is not masked
             if self._stream is not None:
                 await trio.aclose_forcefully(self._stream)
+
+    def _failed(self, error: BaseException) -> None:
+        """Log why the link failed, once: a write and the reading may both find a connection broken."""
+        if not self._logged:
+            self._logged = True
+            log.info("an internal channel link failed", extra={"address": self.address, "error": repr(error)})
 
     @property
     def failed(self) -> bool:
@@ -208,8 +214,7 @@ class _Link:
         finally:
             if not whole:  # broken, too slow (the other node reads nothing), or cut: what follows could not be framed
                 if self.usable and (broke is not None or bound.cancelled_caught):  # this write found it: say how
-                    log.info("an internal channel link failed", extra={"address": self.address, "error": repr(
-                        broke or trio.TooSlowError(f"a message took more than {WRITE_WITHIN} s to write"))})
+                    self._failed(broke or trio.TooSlowError(f"a message took more than {WRITE_WITHIN} s to write"))
                 self.drop()
         return whole
 

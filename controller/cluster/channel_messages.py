@@ -6,7 +6,7 @@ message.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 import msgspec
@@ -58,7 +58,8 @@ class Outbox(Generic[F]):
     """Frames written as messages, each message a list of the frames waiting when it is written (at most
     ``max_bytes`` of them, in order; the rest go in the next).
 
-    :meth:`put` returns once its frame was written (by this task or by another's :meth:`put`). The first writer
+    :meth:`put` returns once its frame was written (by this task or by another's :meth:`put`); :meth:`put_all`
+    once its frames were. The first writer
     yields one scheduler turn before it takes the waiting frames, so that frames put in the same turn join it; frames
     put while it writes wait for the next message. A frame whose :meth:`put` is cancelled before a message took it
     is never written; a message taken is written whole even if the task writing it is cancelled meanwhile (``write``
@@ -74,13 +75,20 @@ class Outbox(Generic[F]):
 
     async def put(self, frame: F) -> bool:
         """Whether ``frame`` went out in a message written whole."""
-        slot = _Slot(frame)
-        self._waiting.append(slot)
+        return await self.put_all((frame,))
+
+    async def put_all(self, frames: Sequence[F]) -> bool:
+        """:meth:`put` for several frames, in order (in one message where they fit): whether each went out in a
+        message written whole."""
+        if not frames:
+            return True
+        slots = [_Slot(frame) for frame in frames]
+        self._waiting += slots
         try:
             # Acquiring the lock is a checkpoint (as every Trio async function): the frames put in this turn are
             # waiting when the task that holds it goes on.
             async with self._writing:
-                while not slot.taken:  # else written with a message another put wrote
+                while not slots[-1].taken:  # else written with a message another put wrote (taken in order)
                     message = self._take()
                     # Shielded: the frames are out of the queue, and half a message would leave the link unusable.
                     with trio.CancelScope(shield=True):
@@ -88,9 +96,10 @@ class Outbox(Generic[F]):
                     for taken in message:
                         taken.written = whole
         finally:
-            if not slot.taken:  # given up before any message took it: it is never written
-                self._waiting.remove(slot)
-        return slot.written
+            if not slots[-1].taken:  # given up before a message took them all: those left are never written
+                left = {slot for slot in slots if not slot.taken}
+                self._waiting = [slot for slot in self._waiting if slot not in left]
+        return all(slot.written for slot in slots)
 
     def _take(self) -> list[_Slot[F]]:
         message: list[_Slot[F]] = []

@@ -146,3 +146,39 @@ async def test_each_frame_learns_whether_its_message_was_written_whole() -> None
         await trio.testing.wait_all_tasks_blocked()
         release.set()
     assert results == {0: False, 1: False, 2: True}
+
+
+async def test_frames_put_together_go_in_order_as_they_fit_and_those_given_up_never() -> None:
+    """``put_all``: five frames of 1,000 bytes, three to a message, behind a message being written; a second
+    ``put_all``, given up while it waits, leaves nothing behind; the first learns that all five went out."""
+    messages: list[list[int]] = []
+    release = trio.Event()
+
+    async def write(message: bytes) -> bool:
+        messages.append([f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])])
+        await release.wait()
+        return True
+
+    outbox = Outbox[CallFrame](write, max_bytes=3 * (1000 + 256))
+    written: list[bool] = []
+    gave_up = trio.CancelScope()
+
+    async def put_all(first: int) -> None:
+        written.append(await outbox.put_all([CallFrame(n, "sig", b"x" * 1000) for n in range(first, first + 5)]))
+
+    async def put_all_then_give_up() -> None:
+        with gave_up:
+            await outbox.put_all([frame(n) for n in range(100, 103)])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(outbox.put, frame(0))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(put_all, 10)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(put_all_then_give_up)
+        await trio.testing.wait_all_tasks_blocked()
+        gave_up.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert messages == [[0], [10, 11, 12], [13, 14]] and written == [True]
+    assert await outbox.put_all([]) is True

@@ -207,3 +207,41 @@ async def test_a_link_pinged_by_the_node_goes_on_reading_while_its_pong_waits_to
         start = trio.current_time()
         assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
         assert trio.current_time() - start == 2.0
+
+
+async def test_a_link_broken_under_a_waiting_write_and_the_reading_at_once_is_logged_once(
+        monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock, caplog: pytest.LogCaptureFixture) -> None:
+    """The node reads the first call, then nothing, and closes the connection at 0.2 while the second call's message
+    waits to be written: the write and the reading both find it broken, whichever first. Twenty links, one line
+    each."""
+    caplog.set_level(logging.INFO, logger="tollgate.cluster")
+
+    async def close_after_first_call(stream: trio.abc.Stream) -> None:
+        ws = WSConnection(ConnectionType.SERVER)
+        while data := await stream.receive_some(65536):
+            ws.receive_data(bytes(data))
+            for event in ws.events():
+                if isinstance(event, Request):
+                    await stream.send_all(ws.send(AcceptConnection()))
+                elif isinstance(event, BytesMessage):
+                    await trio.sleep(0.2)
+                    await stream.aclose()
+                    return
+
+    async with trio.open_nursery() as nursery:
+        async def connect(*args: object, **kwargs: object) -> trio.abc.Stream:
+            ours, theirs = trio.testing.lockstep_stream_pair()
+            nursery.start_soon(close_after_first_call, theirs)
+            return ours
+
+        monkeypatch.setattr(channel, "connect", connect)
+        links = ChannelLinks(None, lambda body: "signed", connect_timeout=5.0)  # type: ignore[arg-type]
+        await nursery.start(links.run)
+        for _ in range(20):
+            async with trio.open_nursery() as calls:
+                calls.start_soon(links.call, ADDRESS, b"{}")
+                await trio.sleep(0.1)
+                calls.start_soon(links.call, ADDRESS, b"{}")
+        nursery.cancel_scope.cancel()
+    failed = [record for record in caplog.records if record.getMessage() == "an internal channel link failed"]
+    assert len(failed) == 20
