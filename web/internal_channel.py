@@ -20,13 +20,13 @@ What a link holds is bounded, and the link is always read: were it left unread, 
 connection, the calling node's pings would go unanswered and its link would drop with every call on it. At most
 :data:`CALLS_PER_LINK` calls of a link are open at once, each from its arrival until its answer is written (with the
 router, or answered and waiting to go out). A call beyond that is answered at once, not run (``CLUSTER_UNAVAILABLE``,
-``applied: no``; the answers refusing one message's calls written together), and at most :data:`REFUSALS_PER_LINK`
-of those answers wait to be written: calls beyond both mean that the calling node reads none of its answers, and
-end the link (close code 1008; the calls still open are cancelled, and their callers get ``LOST``). A link this side
-ends (1003, 1008) is still read, what comes dropped, until the calling node disconnects, or :data:`CLOSE_WITHIN`
-after the close was sent. A calling node that reads nothing at all loses the link when the server drops the stalled
-connection (``web/server.py``). Each call is counted in the request metrics under the channel's path, method
-``CALL`` (a call answered as beyond the limit, as 503).
+``applied: no``; the refusals written together, by one task), and at most :data:`REFUSALS_PER_LINK` of those answers
+wait to be written: calls beyond both mean that the calling node does not read its answers, and end the link (close
+code 1008; the calls still open are cancelled, and their callers get ``LOST``). A link this side ends (1003, 1008) is
+still read, what comes dropped, until the calling node disconnects, or :data:`CLOSE_WITHIN` after the close was sent. A
+calling node that reads nothing at all loses the link when the server drops the stalled connection (``web/server.py``).
+Each call is counted in the request metrics under the channel's path, method ``CALL`` (a call answered as beyond the
+limit, as 503).
 """
 
 from __future__ import annotations
@@ -61,10 +61,11 @@ CALLS_PER_LINK = 4096
 """The most calls of one link open at once: far more than a node's requests make, few enough that a node gone wrong
 cannot have this one start work without end."""
 REFUSALS_PER_LINK = 65536
-"""The most answers refusing calls beyond :data:`CALLS_PER_LINK` that wait to be written. A calling node that reads
-its answers never has that many unread: the server queues at most 10 of its messages ahead of this side's reading,
-and its messages hold at most 4,096 calls each (``MESSAGE_BYTES`` counted at 256 bytes a call at least). Each waiting
-refusal holds its call's id and a frame of its answer, about 150 bytes."""
+"""The most answers refusing calls beyond :data:`CALLS_PER_LINK` that wait to be written, each held as its call's
+id until its turn comes (4,096 at a time go to the outbox). Sixteen messages of refused calls that a calling node
+sends at once stay within it; one that sends calls beyond the limit faster than it reads their answers (or reads
+none) reaches it, and loses the link."""
+_REFUSALS_AT_ONCE = 4096
 CLOSE_WITHIN = 5.0
 """Seconds a link this side ended is still read once its close is sent, waiting for the calling node's close (the
 server passes that on only to an application that reads)."""
@@ -91,11 +92,14 @@ class RequestCounter(Protocol):
 
 
 class _Limits:
-    """What one link holds: its open calls, its refusals waiting to be written, whether it refused any yet."""
+    """What one link holds: its open calls; the calls refused, their answers not yet written (the ids waiting for
+    the outbox, and how many are not written yet, those included); whether it refused any yet."""
 
     def __init__(self) -> None:
         self.calls = trio.Semaphore(CALLS_PER_LINK)
+        self.refusals: list[int] = []
         self.refusing = 0
+        self.answering_refusals = False
         self.refused = False
 
 
@@ -161,26 +165,26 @@ class InternalChannel:
                 frames = _calls_decoder.decode(message.get("bytes") or b"")
             except msgspec.DecodeError:
                 return _NOT_A_CALL
-            refused: list[int] = []  # the ids alone: the calls' bodies are not kept
             for frame in frames:
                 try:
                     limits.calls.acquire_nowait()
                 except trio.WouldBlock:
-                    refused.append(frame.id)
+                    if limits.refusing == REFUSALS_PER_LINK:
+                        log.warning("a node does not read the answers on its link: the link is ended",
+                                    extra={"limit": REFUSALS_PER_LINK})
+                        return _NOT_READING
+                    if not limits.refused:  # once per link: the metrics count every one
+                        limits.refused = True
+                        log.warning("a node's calls on its link were over the limit: the calls beyond it are "
+                                    "refused", extra={"limit": CALLS_PER_LINK})
+                    self._count(503, time.perf_counter())
+                    limits.refusals.append(frame.id)  # the id alone: the call's body is not kept
+                    limits.refusing += 1
                 else:
                     calls.start_soon(self._answer, frame, replies, limits.calls)
-            if not refused:
-                continue
-            if limits.refusing + len(refused) > REFUSALS_PER_LINK:
-                log.warning("a node reads none of the answers on its link: the link is ended",
-                            extra={"limit": REFUSALS_PER_LINK})
-                return _NOT_READING
-            if not limits.refused:  # once per link: the metrics count every one
-                limits.refused = True
-                log.warning("a node's calls on its link were over the limit: the calls beyond it are refused",
-                            extra={"limit": CALLS_PER_LINK})
-            limits.refusing += len(refused)
-            calls.start_soon(self._refuse, refused, replies, limits)
+            if limits.refusals and not limits.answering_refusals:
+                limits.answering_refusals = True
+                calls.start_soon(self._refuse, replies, limits)
 
     async def _answer(self, frame: CallFrame, replies: Outbox[ReplyFrame], slots: trio.Semaphore) -> None:
         """Answer one call, its slot given back once the answer is written: each call is a request of its own, and
@@ -200,14 +204,18 @@ class InternalChannel:
         finally:
             slots.release()
 
-    async def _refuse(self, call_ids: list[int], replies: Outbox[ReplyFrame], limits: _Limits) -> None:
-        """Answer calls beyond the link's limit, without running them."""
+    async def _refuse(self, replies: Outbox[ReplyFrame], limits: _Limits) -> None:
+        """Answer the calls refused beyond the link's limit, without running them, until none is left."""
         try:
-            for _ in call_ids:
-                self._count(503, time.perf_counter())
-            await replies.put_all([ReplyFrame(call_id, *_BUSY) for call_id in call_ids])
+            while limits.refusals:
+                call_ids = limits.refusals[:_REFUSALS_AT_ONCE]
+                del limits.refusals[:_REFUSALS_AT_ONCE]
+                try:
+                    await replies.put_all([ReplyFrame(call_id, *_BUSY) for call_id in call_ids])
+                finally:
+                    limits.refusing -= len(call_ids)
         finally:
-            limits.refusing -= len(call_ids)
+            limits.answering_refusals = False
 
     def _count(self, status: int, started: float) -> None:
         # Counted as its answer is ready, before it may wait for a message to go in.

@@ -114,6 +114,8 @@ class _Link:
         self.open = trio.Event()  # set once the link is up, or has failed
         self.usable = False
         self._logged = False  # why it failed
+        self._unanswered_ping: bytes | None = None  # the payload of the latest ping from the other node
+        self._answering_pings = False
         self._stream: trio.abc.Stream | None = None
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._ids = itertools.count()
@@ -186,6 +188,16 @@ class _Link:
         """:meth:`_send_in_turn` once the stream's turn is free (its holder's write is bounded)."""
         async with self._turn:
             return await self._send_in_turn(event)
+
+    async def _answer_pings(self) -> None:
+        """Answer the latest ping, and again while more come meanwhile."""
+        try:
+            while (payload := self._unanswered_ping) is not None:
+                self._unanswered_ping = None
+                if not await self._send(Pong(payload=payload)):
+                    return
+        finally:
+            self._answering_pings = False
 
     async def _ping(self) -> None:
         """Write a ping in the turn the reader took for it."""
@@ -265,7 +277,12 @@ class _Link:
                             if answer is not None:
                                 answer.give((reply.status, reply.body))
                 elif isinstance(event, Ping):
-                    pings.start_soon(self._send, event.response())  # as a ping: the reading never waits to write
+                    # Written as a ping is, so that the reading never waits to write; of the pings that come before
+                    # a pong could go, the latest alone is answered (RFC 6455 allows it), so that none piles up.
+                    self._unanswered_ping = event.payload
+                    if not self._answering_pings:
+                        self._answering_pings = True
+                        pings.start_soon(self._answer_pings)
                 elif isinstance(event, Pong):
                     pass  # that the node is there is all it says, and anything arriving says that
                 elif isinstance(event, CloseConnection):

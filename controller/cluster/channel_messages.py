@@ -11,6 +11,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 import trio
+import trio.lowlevel
 
 __all__ = ["MESSAGE_BYTES", "CallFrame", "Outbox", "ReplyFrame"]
 
@@ -42,15 +43,16 @@ MESSAGE_BYTES = 1 << 20
 
 
 class _Slot(Generic[F]):
-    """A frame waiting in an :class:`Outbox`, whether a message has taken it, and whether that message was written
-    whole."""
+    """A frame waiting in an :class:`Outbox`, whether a message has taken it (or its put gave it up first), and
+    whether that message was written whole."""
 
-    __slots__ = ("frame", "size", "taken", "written")
+    __slots__ = ("frame", "given_up", "size", "taken", "written")
 
     def __init__(self, frame: F) -> None:
         self.frame: F = frame
         self.size = len(frame.body) + 256  # the id, the status or signature, and the framing, generously
         self.taken = False
+        self.given_up = False
         self.written = False
 
 
@@ -58,13 +60,13 @@ class Outbox(Generic[F]):
     """Frames written as messages, each message a list of the frames waiting when it is written (at most
     ``max_bytes`` of them, in order; the rest go in the next).
 
-    :meth:`put` returns once its frame was written (by this task or by another's :meth:`put`); :meth:`put_all`
-    once its frames were. The first writer
-    yields one scheduler turn before it takes the waiting frames, so that frames put in the same turn join it; frames
-    put while it writes wait for the next message. A frame whose :meth:`put` is cancelled before a message took it
-    is never written; a message taken is written whole even if the task writing it is cancelled meanwhile (``write``
-    bounds its own time). ``write`` writes one encoded message and says whether it wrote it whole; what it raises
-    reaches the task that called it.
+    :meth:`put` returns once its frame was written (by this task or by another's :meth:`put`); :meth:`put_all` once
+    its frames were. The first writer yields one scheduler turn before it takes the waiting frames, so that frames
+    put in the same turn join it; frames put while it writes wait for the next message. A frame whose :meth:`put` is
+    cancelled before a message took it is never written (nor are those of a :meth:`put_all` that no message took by
+    then, though it was writing others); a message taken is written whole even if the task writing it is cancelled
+    meanwhile (``write`` bounds its own time). ``write`` writes one encoded message and says whether it wrote it
+    whole; what it raises reaches the task that called it.
     """
 
     def __init__(self, write: Callable[[bytes], Awaitable[bool]], *, max_bytes: int = MESSAGE_BYTES) -> None:
@@ -89,6 +91,7 @@ class Outbox(Generic[F]):
             # waiting when the task that holds it goes on.
             async with self._writing:
                 while not slots[-1].taken:  # else written with a message another put wrote (taken in order)
+                    await trio.lowlevel.checkpoint_if_cancelled()  # given up: no more of them is taken
                     message = self._take()
                     # Shielded: the frames are out of the queue, and half a message would leave the link unusable.
                     with trio.CancelScope(shield=True):
@@ -97,18 +100,21 @@ class Outbox(Generic[F]):
                         taken.written = whole
         finally:
             if not slots[-1].taken:  # given up before a message took them all: those left are never written
-                left = {slot for slot in slots if not slot.taken}
-                self._waiting = [slot for slot in self._waiting if slot not in left]
+                for slot in slots:
+                    slot.given_up = not slot.taken  # passed over where they wait: a cancel costs no search
         return all(slot.written for slot in slots)
 
     def _take(self) -> list[_Slot[F]]:
         message: list[_Slot[F]] = []
         size = 0
+        passed = 0
         for slot in self._waiting:
-            if message and size + slot.size > self._max_bytes:
-                break
-            slot.taken = True
-            message.append(slot)
-            size += slot.size
-        del self._waiting[:len(message)]
+            if not slot.given_up:
+                if message and size + slot.size > self._max_bytes:
+                    break
+                slot.taken = True
+                message.append(slot)
+                size += slot.size
+            passed += 1
+        del self._waiting[:passed]
         return message

@@ -182,3 +182,30 @@ async def test_frames_put_together_go_in_order_as_they_fit_and_those_given_up_ne
         release.set()
     assert messages == [[0], [10, 11, 12], [13, 14]] and written == [True]
     assert await outbox.put_all([]) is True
+
+
+async def test_frames_put_together_stop_going_out_once_their_put_is_given_up() -> None:
+    """Five frames, one to a message: given up while the first message is being written, the put writes that one
+    whole and no other."""
+    messages: list[list[int]] = []
+    release = trio.Event()
+
+    async def write(message: bytes) -> bool:
+        messages.append([f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])])
+        await release.wait()
+        return True
+
+    outbox = Outbox[CallFrame](write, max_bytes=1000 + 256)
+    gave_up = trio.CancelScope()
+
+    async def put_all_then_give_up() -> None:
+        with gave_up:
+            await outbox.put_all([CallFrame(n, "sig", b"x" * 1000) for n in range(5)])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(put_all_then_give_up)
+        await trio.testing.wait_all_tasks_blocked()
+        gave_up.cancel()
+        release.set()
+    assert messages == [[0]]
+    assert await outbox.put(frame(9)) and messages == [[0], [9]]  # those given up wait no more

@@ -15,7 +15,7 @@ import pytest
 import trio
 import trio.testing
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, BytesMessage, Message, Ping, Request
+from wsproto.events import AcceptConnection, BytesMessage, Message, Ping, Pong, Request
 
 from controller.cluster import channel
 from controller.cluster.channel import PING_ANSWER_WITHIN, QUIET_BEFORE_PING, WRITE_WITHIN, ChannelLinks, Unanswered
@@ -245,3 +245,42 @@ async def test_a_link_broken_under_a_waiting_write_and_the_reading_at_once_is_lo
         nursery.cancel_scope.cancel()
     failed = [record for record in caplog.records if record.getMessage() == "an internal channel link failed"]
     assert len(failed) == 20
+
+
+async def test_pings_the_node_sends_faster_than_their_answers_can_go_are_answered_latest_first(
+        monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock) -> None:
+    """The node pings the link a thousand times while it reads nothing, then reads: the first ping's answer, which
+    waited, and one for the latest, nothing piled up between."""
+    pongs: list[bytes] = []
+
+    async def pinging_node(stream: trio.abc.Stream) -> None:
+        ws = WSConnection(ConnectionType.SERVER)
+        call: CallFrame | None = None
+        while call is None:
+            ws.receive_data(bytes(await stream.receive_some(65536)))
+            for event in ws.events():
+                if isinstance(event, Request):
+                    await stream.send_all(ws.send(AcceptConnection()))
+                elif isinstance(event, BytesMessage):
+                    [call] = msgspec.msgpack.decode(event.data, type=list[CallFrame])
+        for n in range(1000):
+            await stream.send_all(ws.send(Ping(payload=b"%d" % n)))
+        await trio.sleep(1.0)
+        while len(pongs) < 2 or pongs[-1] != b"999":
+            ws.receive_data(bytes(await stream.receive_some(65536)))
+            pongs.extend(event.payload for event in ws.events() if isinstance(event, Pong))
+        await stream.send_all(ws.send(Message(data=msgspec.msgpack.encode([ReplyFrame(call.id, 200, b"{}")]))))
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        async def connect(*args: object, **kwargs: object) -> trio.abc.Stream:
+            ours, theirs = trio.testing.lockstep_stream_pair()
+            nursery.start_soon(pinging_node, theirs)
+            return ours
+
+        monkeypatch.setattr(channel, "connect", connect)
+        links = ChannelLinks(None, lambda body: "signed", connect_timeout=5.0)  # type: ignore[arg-type]
+        await nursery.start(links.run)
+        assert await links.call(ADDRESS, b"{}") == (200, b"{}")
+        nursery.cancel_scope.cancel()
+    assert pongs == [b"0", b"999"]
