@@ -15,16 +15,18 @@ def frame(n: int) -> CallFrame:
 
 
 class Writes:
-    """Records each message's frame ids (sorted: Trio runs a turn's tasks in an order of its own); a write waits
-    while ``held`` is set."""
+    """Records each message's frame ids (sorted unless ``in_order``: Trio runs a turn's tasks in an order of its
+    own); a write waits while ``held`` is set."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, in_order: bool = False) -> None:
         self.messages: list[list[int]] = []
         self.held: trio.Event | None = None
         self.writing = trio.Event()
+        self._in_order = in_order
 
     async def __call__(self, message: bytes) -> bool:
-        self.messages.append(sorted(f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])))
+        ids = [f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])]
+        self.messages.append(ids if self._in_order else sorted(ids))
         self.writing.set()
         if self.held is not None:
             await self.held.wait()
@@ -100,15 +102,9 @@ async def test_a_message_taken_is_written_whole_though_its_writer_is_cancelled()
 async def test_a_message_holds_at_most_its_bytes_and_the_frames_go_in_order() -> None:
     """Frames waiting together beyond ``max_bytes`` go in several messages, in the order they were put; a frame
     larger than that goes alone."""
-    messages: list[list[int]] = []
-    release = trio.Event()
-
-    async def write(message: bytes) -> bool:
-        messages.append([f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])])
-        await release.wait()  # the first message holds the others back: they wait together
-        return True
-
-    outbox = Outbox[CallFrame](write, max_bytes=3 * (1000 + 256))
+    writes = Writes(in_order=True)
+    writes.held = release = trio.Event()  # the first message holds the others back: they wait together
+    outbox = Outbox[CallFrame](writes, max_bytes=3 * (1000 + 256))
     sizes = [10, 1000, 1000, 1000, 1000, 5000, 10]
 
     async def put(n: int) -> None:
@@ -119,7 +115,7 @@ async def test_a_message_holds_at_most_its_bytes_and_the_frames_go_in_order() ->
             nursery.start_soon(put, n)
             await trio.testing.wait_all_tasks_blocked()  # put in this order
         release.set()
-    assert messages == [[0], [1, 2, 3], [4], [5], [6]]
+    assert writes.messages == [[0], [1, 2, 3], [4], [5], [6]]
 
 
 async def test_each_frame_learns_whether_its_message_was_written_whole() -> None:
@@ -151,15 +147,9 @@ async def test_each_frame_learns_whether_its_message_was_written_whole() -> None
 async def test_frames_put_together_go_in_order_as_they_fit_and_those_given_up_never() -> None:
     """``put_all``: five frames of 1,000 bytes, three to a message, behind a message being written; a second
     ``put_all``, given up while it waits, leaves nothing behind; the first learns that all five went out."""
-    messages: list[list[int]] = []
-    release = trio.Event()
-
-    async def write(message: bytes) -> bool:
-        messages.append([f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])])
-        await release.wait()
-        return True
-
-    outbox = Outbox[CallFrame](write, max_bytes=3 * (1000 + 256))
+    writes = Writes(in_order=True)
+    writes.held = release = trio.Event()
+    outbox = Outbox[CallFrame](writes, max_bytes=3 * (1000 + 256))
     written: list[bool] = []
     gave_up = trio.CancelScope()
 
@@ -180,22 +170,16 @@ async def test_frames_put_together_go_in_order_as_they_fit_and_those_given_up_ne
         gave_up.cancel()
         await trio.testing.wait_all_tasks_blocked()
         release.set()
-    assert messages == [[0], [10, 11, 12], [13, 14]] and written == [True]
+    assert writes.messages == [[0], [10, 11, 12], [13, 14]] and written == [True]
     assert await outbox.put_all([]) is True
 
 
 async def test_frames_put_together_stop_going_out_once_their_put_is_given_up() -> None:
     """Five frames, one to a message: given up while the first message is being written, the put writes that one
     whole and no other."""
-    messages: list[list[int]] = []
-    release = trio.Event()
-
-    async def write(message: bytes) -> bool:
-        messages.append([f.id for f in msgspec.msgpack.decode(message, type=list[CallFrame])])
-        await release.wait()
-        return True
-
-    outbox = Outbox[CallFrame](write, max_bytes=1000 + 256)
+    writes = Writes(in_order=True)
+    writes.held = release = trio.Event()
+    outbox = Outbox[CallFrame](writes, max_bytes=1000 + 256)
     gave_up = trio.CancelScope()
 
     async def put_all_then_give_up() -> None:
@@ -207,5 +191,5 @@ async def test_frames_put_together_stop_going_out_once_their_put_is_given_up() -
         await trio.testing.wait_all_tasks_blocked()
         gave_up.cancel()
         release.set()
-    assert messages == [[0]]
-    assert await outbox.put(frame(9)) and messages == [[0], [9]]  # those given up wait no more
+    assert writes.messages == [[0]]
+    assert await outbox.put(frame(9)) and writes.messages == [[0], [9]]  # those given up wait no more

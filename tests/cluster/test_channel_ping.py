@@ -6,7 +6,7 @@ On virtual time, the link's connection an in-memory stream to a node played by t
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -77,26 +77,58 @@ class Peer:
 
 
 @asynccontextmanager
-async def linked(monkeypatch: pytest.MonkeyPatch, *, lockstep: bool = False,
-                 **peer: Any) -> AsyncIterator[tuple[ChannelLinks, list[Peer]]]:
-    """Running links whose every connection reaches a new :class:`Peer` (``peer`` its arguments): the links, and the
-    peers in the order they were reached. ``lockstep``: a write on the connection waits until the other end has read
-    all of it (a connection whose buffers are full), rather than going into a buffer without bound."""
-    peers: list[Peer] = []
+async def links_reaching(monkeypatch: pytest.MonkeyPatch, node: Callable[[trio.abc.Stream], Awaitable[None]], *,
+                         lockstep: bool = False) -> AsyncIterator[ChannelLinks]:
+    """Running links whose every connection reaches a new task ``node(stream)``, the other node's end of it.
+    ``lockstep``: a write on the connection waits until the other end has read all of it (a connection whose buffers
+    are full), rather than going into a buffer without bound."""
     async with trio.open_nursery() as nursery:
         async def connect(*args: object, **kwargs: object) -> trio.abc.Stream:
             pair = trio.testing.lockstep_stream_pair if lockstep else trio.testing.memory_stream_pair
             ours, theirs = pair()
-            peers.append(reached := Peer(theirs, **peer))
-            nursery.start_soon(reached.run)
+            nursery.start_soon(node, theirs)
             return ours
 
         monkeypatch.setattr(channel, "connect", connect)
         links = ChannelLinks(None, lambda body: "signed", connect_timeout=5.0)  # type: ignore[arg-type]
         await nursery.start(links.run)
         with trio.fail_after(60):  # virtual seconds: a link never dropped fails the test rather than hang it
-            yield links, peers
+            yield links
         nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def linked(monkeypatch: pytest.MonkeyPatch, *, lockstep: bool = False,
+                 **peer: Any) -> AsyncIterator[tuple[ChannelLinks, list[Peer]]]:
+    """:func:`links_reaching` a new :class:`Peer` (``peer`` its arguments) on every connection: the links, and the
+    peers in the order they were reached."""
+    peers: list[Peer] = []
+
+    async def new_peer(stream: trio.abc.Stream) -> None:
+        peers.append(there := Peer(stream, **peer))
+        await there.run()
+
+    async with links_reaching(monkeypatch, new_peer, lockstep=lockstep) as links:
+        yield links, peers
+
+
+Reply = tuple[int, bytes] | Unanswered
+ANSWER = (200, b'{"data":{}}')  # what a Peer answers a call
+
+
+async def first_then_second(links: ChannelLinks) -> dict[str, tuple[Reply, float]]:
+    """A call at once and another 0.5 s later: what each got, and when (seconds from the first)."""
+    start = trio.current_time()
+    answered: dict[str, tuple[Reply, float]] = {}
+
+    async def call(name: str, after: float) -> None:
+        await trio.sleep(after)
+        answered[name] = await links.call(ADDRESS, b"{}"), trio.current_time() - start
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(call, "first", 0.0)
+        nursery.start_soon(call, "second", 0.5)
+    return answered
 
 
 async def test_a_link_that_brings_nothing_is_pinged_then_dropped_with_its_calls_lost(
@@ -139,18 +171,8 @@ async def test_a_link_writing_a_message_the_node_does_not_read_yet_goes_on_readi
     ping while a message of its own is on its way (the node's answer would then wait for the ping, which waits for
     that message)."""
     async with linked(monkeypatch, lockstep=True, pongs=True, answer_after=2.0, deaf_after_call=3.0) as (links, _):
-        start = trio.current_time()
-        answered: dict[str, float] = {}
-
-        async def call(name: str, after: float) -> None:
-            await trio.sleep(after)
-            assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
-            answered[name] = trio.current_time() - start
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(call, "first", 0.0)
-            nursery.start_soon(call, "second", 0.5)
-    assert answered == {"first": 2.0, "second": 5.0}
+        answered = await first_then_second(links)
+    assert answered == {"first": (ANSWER, 2.0), "second": (ANSWER, 5.0)}
 
 
 async def test_a_link_waits_for_its_own_message_to_go_out_before_it_pings(
@@ -160,18 +182,8 @@ async def test_a_link_waits_for_its_own_message_to_go_out_before_it_pings(
     link ping (at 5), and the node's pong, read 4 s later, comes in time. Pinged at 1 instead, the ping's 5 s would
     have run out at 6, the ping still unread behind the message, and both calls been lost."""
     async with linked(monkeypatch, lockstep=True, pongs=True, answer_after=8.0, deaf_after_call=4.5) as (links, _):
-        start = trio.current_time()
-        answered: dict[str, float] = {}
-
-        async def call(name: str, after: float) -> None:
-            await trio.sleep(after)
-            assert await links.call(ADDRESS, b"{}") == (200, b'{"data":{}}')
-            answered[name] = trio.current_time() - start
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(call, "first", 0.0)
-            nursery.start_soon(call, "second", 0.5)
-    assert answered == {"first": 8.0, "second": 12.5}
+        answered = await first_then_second(links)
+    assert answered == {"first": (ANSWER, 8.0), "second": (ANSWER, 12.5)}
 
 
 async def test_a_message_the_node_does_not_read_within_its_bound_drops_the_link(
@@ -181,16 +193,7 @@ async def test_a_message_the_node_does_not_read_within_its_bound_drops_the_link(
     sent, and the first, which the node has, is lost."""
     caplog.set_level(logging.INFO, logger="tollgate.cluster")
     async with linked(monkeypatch, lockstep=True, pongs=True, answer_after=10.0, deaf_after_call=6.0) as (links, _):
-        start = trio.current_time()
-        answered: dict[str, tuple[object, float]] = {}
-
-        async def call(name: str, after: float) -> None:
-            await trio.sleep(after)
-            answered[name] = await links.call(ADDRESS, b"{}"), trio.current_time() - start
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(call, "first", 0.0)
-            nursery.start_soon(call, "second", 0.5)
+        answered = await first_then_second(links)
     cut = 0.5 + WRITE_WITHIN
     assert answered == {"first": (Unanswered.LOST, cut), "second": (Unanswered.NOT_SENT, cut)}
     [failed] = [record for record in caplog.records if record.getMessage() == "an internal channel link failed"]
@@ -228,21 +231,12 @@ async def test_a_link_broken_under_a_waiting_write_and_the_reading_at_once_is_lo
                     await stream.aclose()
                     return
 
-    async with trio.open_nursery() as nursery:
-        async def connect(*args: object, **kwargs: object) -> trio.abc.Stream:
-            ours, theirs = trio.testing.lockstep_stream_pair()
-            nursery.start_soon(close_after_first_call, theirs)
-            return ours
-
-        monkeypatch.setattr(channel, "connect", connect)
-        links = ChannelLinks(None, lambda body: "signed", connect_timeout=5.0)  # type: ignore[arg-type]
-        await nursery.start(links.run)
+    async with links_reaching(monkeypatch, close_after_first_call, lockstep=True) as links:
         for _ in range(20):
             async with trio.open_nursery() as calls:
                 calls.start_soon(links.call, ADDRESS, b"{}")
                 await trio.sleep(0.1)
                 calls.start_soon(links.call, ADDRESS, b"{}")
-        nursery.cancel_scope.cancel()
     failed = [record for record in caplog.records if record.getMessage() == "an internal channel link failed"]
     assert len(failed) == 20
 
@@ -272,15 +266,6 @@ async def test_pings_the_node_sends_faster_than_their_answers_can_go_are_answere
         await stream.send_all(ws.send(Message(data=msgspec.msgpack.encode([ReplyFrame(call.id, 200, b"{}")]))))
         await trio.sleep_forever()
 
-    async with trio.open_nursery() as nursery:
-        async def connect(*args: object, **kwargs: object) -> trio.abc.Stream:
-            ours, theirs = trio.testing.lockstep_stream_pair()
-            nursery.start_soon(pinging_node, theirs)
-            return ours
-
-        monkeypatch.setattr(channel, "connect", connect)
-        links = ChannelLinks(None, lambda body: "signed", connect_timeout=5.0)  # type: ignore[arg-type]
-        await nursery.start(links.run)
+    async with links_reaching(monkeypatch, pinging_node, lockstep=True) as links:
         assert await links.call(ADDRESS, b"{}") == (200, b"{}")
-        nursery.cancel_scope.cancel()
     assert pongs == [b"0", b"999"]

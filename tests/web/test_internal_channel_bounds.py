@@ -27,6 +27,20 @@ from web import internal_channel, server
 from web.internal_channel import InternalChannel
 
 
+async def unread_link(url: str) -> tuple[trio.SocketStream, WSConnection]:
+    """A link opened by hand to the channel at ``url``, its receive buffer kept small, so that a caller that reads
+    nothing soon holds the server's writes back."""
+    stream = await connect("http", "127.0.0.1", int(url.rsplit(":", 1)[1]), None, connect_timeout=5)
+    assert isinstance(stream, trio.SocketStream)
+    stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+    ws = WSConnection(ConnectionType.CLIENT)
+    await stream.send_all(ws.send(Request(host="127.0.0.1", target=CHANNEL_PATH, extra_headers=[
+        (call_signing.SIGNATURE_HEADER.encode(), signed(HELLO).encode())])))
+    while not any(isinstance(event, AcceptConnection) for event in ws.events()):
+        ws.receive_data(await stream.receive_some(65536))
+    return stream, ws
+
+
 async def test_calls_beyond_a_links_limit_are_answered_at_once_not_run_and_the_link_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With two calls at the router, a third (whichever of the message's three is last) is answered at once as not
@@ -71,14 +85,7 @@ async def test_a_node_that_reads_none_of_its_answers_loses_its_link(tmp_path: Pa
     calls = 40
     async with channel_server(tmp_path) as (served, _):
         with trio.fail_after(20):
-            stream = await connect("http", "127.0.0.1", int(served.url.rsplit(":", 1)[1]), None, connect_timeout=5)
-            assert isinstance(stream, trio.SocketStream)
-            stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
-            ws = WSConnection(ConnectionType.CLIENT)
-            await stream.send_all(ws.send(Request(host="127.0.0.1", target=CHANNEL_PATH, extra_headers=[
-                (call_signing.SIGNATURE_HEADER.encode(), signed(HELLO).encode())])))
-            while not any(isinstance(event, AcceptConnection) for event in ws.events()):
-                ws.receive_data(await stream.receive_some(65536))
+            stream, ws = await unread_link(served.url)
             frames = [CallFrame(n, signed(b"big%d" % n), b"big%d" % n) for n in range(calls)]
             await stream.send_all(ws.send(Message(data=msgspec.msgpack.encode(frames))))
             with trio.move_on_after(10) as waited:
@@ -228,14 +235,7 @@ async def test_a_link_ended_for_unread_answers_ends_with_its_connection_however_
     monkeypatch.setattr(server, "STALLED_PEER_TIMEOUT", 0.5)
     with trio.fail_after(20):
         async with channel_server(tmp_path) as (served, stop):
-            stream = await connect("http", "127.0.0.1", int(served.url.rsplit(":", 1)[1]), None, connect_timeout=5)
-            assert isinstance(stream, trio.SocketStream)
-            stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
-            ws = WSConnection(ConnectionType.CLIENT)
-            await stream.send_all(ws.send(Request(host="127.0.0.1", target=CHANNEL_PATH, extra_headers=[
-                (call_signing.SIGNATURE_HEADER.encode(), signed(HELLO).encode())])))
-            while not any(isinstance(event, AcceptConnection) for event in ws.events()):
-                ws.receive_data(await stream.receive_some(65536))
+            stream, ws = await unread_link(served.url)
             ids = itertools.count()
 
             async def calls(*bodies: bytes) -> None:
